@@ -1,0 +1,34 @@
+"""mindspore_doctor: tells a MindSpore practitioner what is wrong with a training run.
+
+    report = lint(net, loss_fn=loss, optimizer=opt)          # static checks
+    model.train(10, ds, callbacks=[Doctor()])                # checks while training
+
+MindSpore is imported lazily, so ``msdoctor lint --no-import`` and the report
+tooling start fast and work where MindSpore is not importable.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mindspore_doctor.findings import Finding, Report, Severity
+
+__version__ = "0.1.0"
+__all__ = ["Doctor", "Finding", "Report", "Severity", "lint", "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mindspore_doctor.callback import Doctor
+    from mindspore_doctor.static.inspector import lint
+
+_LAZY = {
+    "lint": ("mindspore_doctor.static.inspector", "lint"),
+    "Doctor": ("mindspore_doctor.callback", "Doctor"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'mindspore_doctor' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Exporters only format a Report (and the signal history); they never judge."""

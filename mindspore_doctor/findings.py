@@ -1,0 +1,158 @@
+"""Finding, Severity and Report: the one data model every part of the doctor shares.
+
+Rules produce findings, exporters format reports; neither touches MindSpore here.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Iterable
+
+REPORT_VERSION = 1
+TOOL_NAME = "mindspore_doctor"
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """Higher is more severe (info=0, warning=1, error=2)."""
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+    @classmethod
+    def parse(cls, value: "str | Severity") -> "Severity":
+        try:
+            return cls(value.value if isinstance(value, Severity) else str(value).lower())
+        except ValueError:
+            raise ValueError(f"unknown severity {value!r}; expected error, warning or info") from None
+
+
+def _jsonable(value: Any) -> Any:
+    """Evidence carries numpy scalars and tuples; JSON wants plain floats, lists, no NaN."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if hasattr(value, "tolist"):
+        return _jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # "nan", "inf", "-inf": strict JSON has no literal for them
+    return value
+
+
+@dataclass
+class Finding:
+    """One diagnosed problem, tied to a catalog code and to where it was seen."""
+
+    code: str
+    rule: str
+    severity: Severity
+    message: str
+    location: dict[str, Any] = field(default_factory=dict)
+    step: int | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    suggestion: str = ""
+
+    def __post_init__(self) -> None:
+        self.severity = Severity.parse(self.severity)
+
+    @property
+    def where(self) -> str:
+        """Short human location: ``cell``/``parameter`` and ``file:line`` when known."""
+        loc = self.location
+        parts = [str(loc[k]) for k in ("parameter", "cell") if loc.get(k)][:1]
+        if loc.get("file"):
+            parts.append(f"{loc['file']}:{loc['line']}" if loc.get("line") else str(loc["file"]))
+        return " ".join(parts) or "-"
+
+    @property
+    def key(self) -> tuple:
+        """Identity for de-duplication: one finding per (code, location)."""
+        return (self.code, tuple(sorted((k, str(v)) for k, v in self.location.items())))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["severity"] = self.severity.value
+        return _jsonable(data)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Finding":
+        names = cls.__dataclass_fields__.keys()
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class Report:
+    """All findings of a lint or a training run, plus free-form metadata."""
+
+    findings: list[Finding] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def codes(self) -> set[str]:
+        return {f.code for f in self.findings}
+
+    def add(self, finding: Finding) -> bool:
+        """Add unless a finding with the same (code, location) is already there."""
+        if any(f.key == finding.key for f in self.findings):
+            return False
+        self.findings.append(finding)
+        return True
+
+    def extend(self, findings: Iterable[Finding]) -> None:
+        for f in findings:
+            self.add(f)
+
+    def by_code(self, code: str) -> list[Finding]:
+        return [f for f in self.findings if f.code == code]
+
+    def at_least(self, severity: "Severity | str") -> list[Finding]:
+        threshold = Severity.parse(severity).rank
+        return [f for f in self.findings if f.severity.rank >= threshold]
+
+    def counts(self) -> dict[str, int]:
+        """Finding counts per severity (all three keys always present)."""
+        c = Counter(f.severity.value for f in self.findings)
+        return {s.value: c.get(s.value, 0) for s in Severity}
+
+    def sorted(self) -> list[Finding]:
+        """Most severe first, then by code and step."""
+        return sorted(self.findings, key=lambda f: (-f.severity.rank, f.code, f.step or 0, f.where))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": REPORT_VERSION,
+            "tool": TOOL_NAME,
+            "summary": self.counts(),
+            "findings": [f.to_dict() for f in self.sorted()],
+            **{k: _jsonable(v) for k, v in self.meta.items() if k not in ("version", "tool", "findings", "summary")},
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Report":
+        meta = {k: v for k, v in data.items() if k not in ("version", "tool", "findings", "summary")}
+        return cls(findings=[Finding.from_dict(f) for f in data.get("findings", [])], meta=meta)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Report":
+        return cls.from_dict(json.loads(text))
+
+    def __str__(self) -> str:
+        from mindspore_doctor.export.text import format_text
+
+        return format_text(self)
+
+    def __len__(self) -> int:
+        return len(self.findings)

@@ -1,0 +1,1 @@
+"""Rules judge: pure functions from signals (plain numbers) and config to findings."""

@@ -1,0 +1,100 @@
+"""Signals: the plain numbers probes measure and rules and exporters read.
+
+No MindSpore objects here: a rule or an exporter can be exercised with numbers
+built by hand, and a finished run can be re-read from JSON.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class ActivationStats:
+    """Statistics of one activation cell's output at one probed step."""
+
+    kind: str
+    """"relu", "sigmoid", "tanh", "gelu", ..."""
+    mean_abs: float
+    dead_fraction: float = 0.0
+    """ReLU-like: fraction of outputs <= 0."""
+    saturated_fraction: float = 0.0
+    """Sigmoid/Tanh: fraction of inputs in the flat tails."""
+    nonfinite: int = 0
+    order: int = 0
+    """Position of the cell in network order (0 = closest to the input)."""
+
+
+@dataclass
+class StepSignals:
+    """What the probes read at one training step. Empty dicts: not probed this step."""
+
+    step: int
+    loss: float | None = None
+    epoch: int | None = None
+    grad_norm: dict[str, float] = field(default_factory=dict)
+    """Per trainable parameter name: L2 norm of its gradient."""
+    grad_mean_abs: dict[str, float] = field(default_factory=dict)
+    grad_nonfinite: dict[str, int] = field(default_factory=dict)
+    weight_nonfinite: dict[str, int] = field(default_factory=dict)
+    update_ratio: dict[str, float] = field(default_factory=dict)
+    """Per parameter: mean|w_t - w_{t-1}| / mean|w_{t-1}| over this step."""
+    update_abs: dict[str, float] = field(default_factory=dict)
+    """Per parameter: max|w_t - w_{t-1}| (for the "not updating" test)."""
+    weight_mean_abs: dict[str, float] = field(default_factory=dict)
+    activations: dict[str, ActivationStats] = field(default_factory=dict)
+    """Per activation cell path."""
+    overflow: bool | None = None
+    """Loss-scale overflow at this step (None: no loss-scale cell)."""
+    loss_scale: float | None = None
+
+    @property
+    def global_grad_norm(self) -> float | None:
+        if not self.grad_norm:
+            return None
+        return float(sum(v * v for v in self.grad_norm.values()) ** 0.5)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "StepSignals":
+        data = dict(data)
+        data["activations"] = {k: ActivationStats(**v) for k, v in data.get("activations", {}).items()}
+        return cls(**data)
+
+
+@dataclass
+class TrainingHistory:
+    """Every probed step of a run, in order; what the MSD2xx rules and the reports read."""
+
+    steps: list[StepSignals] = field(default_factory=list)
+    parameter_order: list[str] = field(default_factory=list)
+    """Trainable parameters in network order (first layer first)."""
+    num_classes: int | None = None
+
+    def append(self, s: StepSignals) -> None:
+        self.steps.append(s)
+
+    @property
+    def losses(self) -> list[tuple[int, float]]:
+        return [(s.step, s.loss) for s in self.steps if s.loss is not None]
+
+    def probed(self) -> list[StepSignals]:
+        """Steps where the in-graph statistics (not only the loss) were read."""
+        return [s for s in self.steps if s.grad_norm or s.update_ratio or s.activations]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "parameter_order": list(self.parameter_order),
+            "num_classes": self.num_classes,
+            "steps": [s.to_dict() for s in self.steps],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainingHistory":
+        return cls(
+            steps=[StepSignals.from_dict(s) for s in data.get("steps", [])],
+            parameter_order=list(data.get("parameter_order", [])),
+            num_classes=data.get("num_classes"),
+        )

@@ -1,0 +1,1 @@
+"""Static inspection: the cell tree, parameter ownership, the construct graph, source AST."""

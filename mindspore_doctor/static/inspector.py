@@ -1,0 +1,143 @@
+"""``lint()``: run every static check over a network, its loss and its optimizer.
+
+Checks live in the sibling modules (``parameters``, ``layers``, ``graph``); each
+exports ``CHECKS`` (need MindSpore objects) and may export ``SOURCE_CHECKS``
+(work on source text only, for ``msdoctor lint --no-import``). A check that
+raises becomes an MSD001 finding; one that cannot run in this setting raises
+``CheckSkipped`` and becomes MSD002. The others still run.
+"""
+from __future__ import annotations
+
+import ast
+import traceback
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from mindspore_doctor.catalog import make_finding, resolve_codes
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.findings import Finding, Report
+
+
+class CheckSkipped(Exception):
+    """Raised by a check that cannot run here; the message says why (becomes MSD002)."""
+
+
+@dataclass
+class LintContext:
+    """What a static check may look at. ``cells`` maps cell path -> Cell ("" is the root)."""
+
+    network: Any
+    loss_fn: Any = None
+    optimizer: Any = None
+    sample_inputs: tuple | None = None
+    config: DoctorConfig = field(default_factory=DoctorConfig)
+    training: bool = False
+    """True when linting a network that is about to be trained (from the Doctor)."""
+
+    @cached_property
+    def cells(self) -> dict[str, Any]:
+        return dict(self.network.cells_and_names())
+
+
+@dataclass
+class SourceContext:
+    """What a source-only check may look at (``--no-import``): a parsed file, nothing executed."""
+
+    path: Path
+    source: str
+    tree: ast.Module
+    config: DoctorConfig = field(default_factory=DoctorConfig)
+
+
+@dataclass(frozen=True)
+class StaticCheck:
+    name: str
+    codes: tuple[str, ...]
+    run: Callable[[Any], list[Finding]]
+
+
+def _check_modules() -> list[Any]:
+    from mindspore_doctor.static import graph, layers, parameters
+
+    return [parameters, layers, graph]
+
+
+def _run_checks(checks: Iterable[StaticCheck], ctx: Any, wanted: Callable[[str], bool]) -> list[Finding]:
+    found: list[Finding] = []
+    for check in checks:
+        if not any(wanted(c) for c in check.codes):
+            continue
+        try:
+            found.extend(check.run(ctx))
+        except CheckSkipped as why:
+            found.append(
+                make_finding(
+                    "MSD002",
+                    f"check `{check.name}` ({', '.join(check.codes)}) skipped: {why}",
+                    location={"check": check.name},
+                    evidence={"codes": list(check.codes)},
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - a broken check must never break the user's run
+            found.append(
+                make_finding(
+                    "MSD001",
+                    f"check `{check.name}` raised {type(exc).__name__}: {exc}",
+                    location={"check": check.name},
+                    evidence={"codes": list(check.codes), "traceback": traceback.format_exc()},
+                    suggestion="This is a bug in mindspore_doctor; please report it with the traceback.",
+                )
+            )
+    return found
+
+
+def selector(config: DoctorConfig) -> Callable[[str], bool]:
+    """Predicate: is this code wanted under ``config.select`` / ``config.ignore``?"""
+    selected = resolve_codes(config.select) if config.select else None
+    ignored = resolve_codes(config.ignore)
+
+    def wanted(code: str) -> bool:
+        if code in ("MSD001", "MSD002"):
+            return code not in ignored
+        return (selected is None or code in selected) and code not in ignored
+
+    return wanted
+
+
+def _report(findings: list[Finding], config: DoctorConfig, **meta: Any) -> Report:
+    wanted = selector(config)
+    report = Report(meta=meta)
+    report.extend(f for f in findings if wanted(f.code))
+    return report
+
+
+def lint(network: Any, loss_fn: Any = None, optimizer: Any = None, sample_inputs: Any = None, **options: Any) -> Report:
+    """Static checks of a network (and its loss and optimizer) without training it.
+
+    ``sample_inputs``: a tuple ``(inputs..., label)`` for the one forward pass the
+    shape checks need (no parameter changes). ``options``: fields of ``DoctorConfig``.
+    """
+    config = options.pop("config", None) or DoctorConfig.from_options(options)
+    if isinstance(sample_inputs, list):
+        sample_inputs = tuple(sample_inputs)
+    elif sample_inputs is not None and not isinstance(sample_inputs, tuple):
+        sample_inputs = (sample_inputs,)
+    ctx = LintContext(network, loss_fn, optimizer, sample_inputs, config)
+    checks = [c for m in _check_modules() for c in getattr(m, "CHECKS", [])]
+    findings = _run_checks(checks, ctx, selector(config))
+    from mindspore_doctor.static.source import resolve_sources
+
+    findings = resolve_sources(findings, ctx)
+    return _report(findings, config, target=type(network).__name__)
+
+
+def lint_source(path: str | Path, **options: Any) -> Report:
+    """Source-only checks of a Python file: nothing is imported or executed."""
+    config = options.pop("config", None) or DoctorConfig.from_options(options)
+    path = Path(path)
+    source = path.read_text(encoding="utf-8")
+    ctx = SourceContext(path, source, ast.parse(source, filename=str(path)), config)
+    checks = [c for m in _check_modules() for c in getattr(m, "SOURCE_CHECKS", [])]
+    return _report(_run_checks(checks, ctx, selector(config)), config, target=str(path))

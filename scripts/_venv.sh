@@ -1,0 +1,19 @@
+# Sourced by the scripts: create .venv (Python 3.11) if needed and install the project into it.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[msdoctor] creating $VENV" >&2
+  "$PY" -m venv "$VENV"
+fi
+STAMP="$VENV/.msdoctor-installed"
+if [ ! -f "$STAMP" ] || [ "$ROOT/setup.py" -nt "$STAMP" ]; then
+  echo "[msdoctor] installing mindspore_doctor and its dependencies (first run downloads MindSpore, ~2.5 GB)" >&2
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[test]"
+  touch "$STAMP"
+fi
+export PATH="$VENV/bin:$PATH"
+cd "$ROOT"
