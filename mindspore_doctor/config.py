@@ -30,6 +30,8 @@ class DoctorConfig:
     """MSD111: sane learning-rate range for SGD/Momentum-family optimizers."""
     adam_lr_range: tuple[float, float] = (1e-7, 1e-2)
     """MSD111: sane learning-rate range for Adam-family optimizers."""
+    max_fixed_loss_scale: float = 65504.0
+    """MSD112: a fixed loss scale above this (float16's largest value) overflows a float16 network."""
 
     # --- training signals (MSD2xx) -------------------------------------------------
     stop_on: str | None = None
@@ -71,6 +73,12 @@ class DoctorConfig:
     """MSD215: first loss off ln(num_classes) by more than this factor."""
     activation_explode: float = 10.0
     """MSD216: mean |activation| at or above this and growing through the network."""
+    oscillation_alternation: float = 0.8
+    """MSD204: fraction of consecutive loss changes that flip sign within a window."""
+    oscillation_amplitude: float = 0.25
+    """MSD204: median |loss change| in the window, as a fraction of the first loss, that counts as large."""
+    persistent_probes: int = 2
+    """MSD207/209/212/213: a probe signal must hold on this many consecutive probed steps."""
 
     # --- data (MSD3xx) ---------------------------------------------------------------
     data_max_samples: int = 2048
@@ -79,10 +87,46 @@ class DoctorConfig:
     """Bound on seconds spent by the data checks."""
     imbalance_ratio: float = 10.0
     """MSD302: largest / smallest class count above this is imbalanced."""
+    eval_dataset: Any = None
+    """Evaluation dataset for the train/eval checks MSD308/MSD309 (``Doctor(eval_dataset=...)``)."""
+    input_columns: tuple[str, ...] = ()
+    """Dataset columns fed to the network; empty: all but the label column."""
+    label_column: str | None = None
+    """Dataset column holding the label; None: a column named label/target, else the last of several."""
+    outlier_z: float = 10.0
+    """MSD303: robust z-score |x - median| / (1.4826 MAD) above which a sample is an outlier."""
+    normalized_max: float = 5.0
+    """MSD304: a feature/channel whose |mean| or std exceeds this is not normalised."""
+    scale_ratio_max: float = 100.0
+    """MSD304: largest / smallest feature std above this: scales differ by orders of magnitude."""
+    shuffle_runs_ratio: float = 0.5
+    """MSD305: fewer label runs than this fraction of those expected in random order: not shuffled."""
+    shuffle_correlation: float = 0.5
+    """MSD305: |rank correlation| between a regression target and its position above this: sorted."""
+    params_per_sample_max: float = 1000.0
+    """MSD307: trainable parameters per training sample above this: too few samples."""
+    min_samples_per_class: int = 100
+    """MSD307: a class with fewer (estimated) training samples than this has too few."""
+    mismatch_shift: float = 1.0
+    """MSD308: eval mean off the train mean by more than this many train stds: mismatch."""
+    mismatch_std_ratio: float = 3.0
+    """MSD308: eval/train std ratio beyond this factor (either way): mismatch."""
+    leakage_min_matches: int = 1
+    """MSD309: sampled eval samples byte-identical to sampled train samples needed to report leakage."""
 
     # --- export --------------------------------------------------------------------
     summary_dir: str | None = None
     """Where doctor_report.json (and summaries, HTML) are written; None: nowhere."""
+    mindinsight: bool = True
+    """Also write the Doctor's scalars, histograms and lineage into summary_dir for MindInsight."""
+    mindinsight_max_layers: int = 24
+    """Parameters (and half as many activation cells) with their own MindInsight series; MindInsight keeps 300 tags per run."""
+    histogram_layers: int = 4
+    """Parameters whose weight histograms are written at each epoch end (those named in findings first)."""
+    summary_flush_seconds: float = 10.0
+    """Buffered summary records are appended to disk at least this often (and at each epoch end)."""
+    html_report: bool = True
+    """Write doctor_report.html next to doctor_report.json at the end of training."""
 
     @classmethod
     def from_options(cls, options: dict[str, Any] | None = None, base: "DoctorConfig | None" = None) -> "DoctorConfig":

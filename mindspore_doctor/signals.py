@@ -72,6 +72,8 @@ class TrainingHistory:
     parameter_order: list[str] = field(default_factory=list)
     """Trainable parameters in network order (first layer first)."""
     num_classes: int | None = None
+    parameter_shapes: dict[str, list[int]] = field(default_factory=dict)
+    """Shape of each trainable parameter (rules tell weights from biases/norm scales by rank)."""
 
     def append(self, s: StepSignals) -> None:
         self.steps.append(s)
@@ -88,6 +90,7 @@ class TrainingHistory:
         return {
             "parameter_order": list(self.parameter_order),
             "num_classes": self.num_classes,
+            "parameter_shapes": {k: list(v) for k, v in self.parameter_shapes.items()},
             "steps": [s.to_dict() for s in self.steps],
         }
 
@@ -97,4 +100,5 @@ class TrainingHistory:
             steps=[StepSignals.from_dict(s) for s in data.get("steps", [])],
             parameter_order=list(data.get("parameter_order", [])),
             num_classes=data.get("num_classes"),
+            parameter_shapes={k: list(v) for k, v in data.get("parameter_shapes", {}).items()},
         )

@@ -1,5 +1,330 @@
-"""(being written)"""
+"""Construct-graph probes: unsafe divisions (MSD106), loss/activation wiring (MSD107),
+disconnected cells (MSD110), silent broadcasting into the loss (MSD114).
+
+Data flow comes from the AST of each user cell class's ``construct`` (parsed once
+per class) with ``self.<attr>`` resolved to the real child cells and primitives.
+MindSpore's own cells are trusted. MSD114 runs one forward pass on
+``sample_inputs`` in eval mode and restores every cell's mode afterwards.
+"""
 from __future__ import annotations
 
-CHECKS: list = []
-SOURCE_CHECKS: list = []
+import ast
+from typing import Any
+
+from mindspore_doctor.findings import Finding
+from mindspore_doctor.rules.graph import (
+    BroadcastSignal,
+    DivisionSignal,
+    OutputActivationSignal,
+    UnusedMemberSignal,
+    broadcast_findings,
+    disconnected_findings,
+    division_findings,
+    loss_activation_findings,
+)
+from mindspore_doctor.static.ast_cells import (
+    child_path,
+    is_library_object,
+    object_resolver,
+    skipped,
+    source_classes,
+    user_classes,
+)
+from mindspore_doctor.static.ast_construct import (
+    MODULE_NAMES,
+    ClassSource,
+    ConstructUnavailable,
+    LocalValues,
+    Resolver,
+    attribute_uses,
+    callee_identifier,
+    class_source,
+    combines_arguments_elementwise,
+    first_operand,
+    init_references,
+    norm_name,
+    returned_values,
+    self_attribute,
+    unsafe_divisions,
+)
+from mindspore_doctor.static.inspector import CheckSkipped, LintContext, SourceContext, StaticCheck
+
+# --- MSD106 ----------------------------------------------------------------------------------
+
+
+def _division_signals(owner: str, source: ClassSource, resolve: Resolver, location: dict, instances: int = 1):
+    return [
+        DivisionSignal(owner, s.expression, s.denominator, s.reason, {**location, "file": source.file, "line": s.line},
+                       instances)
+        for s in unsafe_divisions(source, resolve)
+    ]
+
+
+def check_divisions(ctx: LintContext) -> list[Finding]:
+    analysed, skips = user_classes(ctx.cells, "unsafe-division", ("MSD106",))
+    signals = [
+        signal
+        for a in analysed
+        for signal in _division_signals(a.path or type(a.cell).__name__, a.source, object_resolver(a.cell),
+                                        {"cell": a.path}, len(a.instances))
+    ]
+    return division_findings(signals, ctx.config) + skips
+
+
+def check_divisions_source(ctx: SourceContext) -> list[Finding]:
+    signals = [s for source, resolve in source_classes(ctx.tree, str(ctx.path))
+               for s in _division_signals(source.name, source, resolve, {})]
+    return division_findings(signals, ctx.config)
+
+
+# --- MSD110 ----------------------------------------------------------------------------------
+
+
+def _used_attributes(cell: Any) -> tuple[frozenset[str] | None, str | None]:
+    """Attributes construct uses, or (None, why) when that cannot be known statically."""
+    try:
+        uses = attribute_uses(class_source(type(cell)))
+    except ConstructUnavailable as why:
+        return None, str(why)
+    if uses.dynamic:
+        return None, f"{type(cell).__name__}.construct: dynamic attribute access ({uses.dynamic})"
+    return uses.names, None
+
+
+def check_disconnected(ctx: LintContext) -> list[Finding]:
+    codes = ("MSD110",)
+    root = ctx.network
+    reached, queue = {id(root)}, [("", root)]
+    unused_cells: list[tuple[str, Any]] = []
+    signals, skips, skipped_classes = [], [], set()
+    while queue:
+        path, cell = queue.pop(0)
+        used = None
+        if not is_library_object(cell):
+            used, why = _used_attributes(cell)
+            if why and type(cell) not in skipped_classes:
+                skipped_classes.add(type(cell))
+                skips.append(skipped("disconnected-cell", codes, f"`{path or '<root>'}`: {why}", {"cell": path}))
+        for name, child in cell.__dict__.get("_cells", {}).items():
+            if child is None:
+                continue
+            if used is None or name in used:
+                if id(child) not in reached:
+                    reached.add(id(child))
+                    queue.append((child_path(path, name), child))
+            else:
+                unused_cells.append((child_path(path, name), child))
+        for name, param in (cell.__dict__.get("_params", {}).items() if used is not None else ()):
+            if name not in used:
+                signals.append(UnusedMemberSignal(child_path(path, name), "parameter", "Parameter",
+                                                  {"cell": path, "parameter": param.name}))
+    reported: set[int] = set()
+    for path, child in unused_cells:
+        if id(child) not in reached and id(child) not in reported:
+            reported.add(id(child))
+            signals.append(UnusedMemberSignal(path, "cell", type(child).__name__, {"cell": path}))
+    return disconnected_findings(signals, ctx.config) + skips
+
+
+def _mindspore_imports(tree: Any) -> set[str]:
+    return {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mindspore"
+        for alias in node.names
+    }
+
+
+def _builds_cell(call: Any, cell_names: set[str]) -> bool:
+    """``nn.Dense(...)``, ``Parameter(...)``, ``MyBlock(...)``: what ``__init__`` assigns that can be a cell."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id in cell_names
+    root = func
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id in MODULE_NAMES - {"self", "np", "numpy"} and func.attr[:1].isupper()
+
+
+def check_disconnected_source(ctx: SourceContext) -> list[Finding]:
+    file = str(ctx.path)
+    classes = list(source_classes(ctx.tree, file))
+    cell_names = (_mindspore_imports(ctx.tree) | {s.name for s, _ in classes}) - {"Tensor"}
+    signals, skips = [], []
+    for source, _ in classes:
+        uses = attribute_uses(source)
+        if uses.dynamic:
+            skips.append(skipped("disconnected-cell", ("MSD110",), f"`{source.name}`: dynamic attribute access "
+                                 f"({uses.dynamic})", {"file": file, "line": source.line}))
+            continue
+        used = uses.names | init_references(source)
+        for attr, assignment in source.init_assignments().items():
+            if attr not in used and _builds_cell(assignment.call, cell_names):
+                kind = "parameter" if assignment.callee == "Parameter" else "cell"
+                signals.append(UnusedMemberSignal(f"{source.name}.{attr}", kind, assignment.callee,
+                                                  {"file": file, "line": assignment.line}))
+    return disconnected_findings(signals, ctx.config) + skips
+
+
+# --- MSD107 / MSD114: the network -> loss boundary ------------------------------------------
+
+
+def _network_and_loss(ctx: LintContext) -> tuple[Any, Any, str]:
+    """Unwrap TrainOneStepCell / WithLossCell: (backbone, loss, backbone cell path)."""
+    net, loss, path = ctx.network, ctx.loss_fn, ""
+    for _ in range(8):
+        children = net.__dict__.get("_cells", {})
+        if "_backbone" in children and "_loss_fn" in children:
+            net, loss, path = children["_backbone"], loss or children["_loss_fn"], child_path(path, "_backbone")
+        elif "network" in children and "optimizer" in children:
+            net, path = children["network"], child_path(path, "network")
+        else:
+            break
+    return net, loss, path
+
+
+_ACTIVATION_CELLS = {"Softmax": "softmax", "LogSoftmax": "log_softmax", "Sigmoid": "sigmoid"}
+_ACTIVATION_OPS = {"softmax": "softmax", "logsoftmax": "log_softmax", "sigmoid": "sigmoid"}
+_LINEAR_CELLS = {"Dense", "BiDense", "Conv1d", "Conv2d", "Conv3d"}
+_LINEAR_OPS = {"dense", "matmul", "biasadd"}
+_TRANSPARENT_CELLS = {"Flatten", "Dropout", "Identity", "Unflatten"}
+_TRANSPARENT_OPS = {"reshape", "squeeze", "flatten", "view", "cast", "expanddims", "unsqueeze", "dropout", "identity"}
+Activation = tuple[str, str]
+"""(kind, producing layer) with kind softmax / log_softmax / sigmoid / logits / transparent / unknown."""
+
+
+def _output_activation(cell: Any, path: str, depth: int = 0) -> Activation:
+    """What the last op of ``cell`` produces, following child cells and SequentialCells."""
+    name = type(cell).__name__
+    if depth > 20:
+        return "unknown", path
+    if is_library_object(cell):
+        if name in _ACTIVATION_CELLS:
+            return _ACTIVATION_CELLS[name], path
+        if name in _LINEAR_CELLS:
+            return "logits", path
+        if name in _TRANSPARENT_CELLS:
+            return "transparent", path
+        if name == "SequentialCell":
+            for child_name, child in reversed(list(cell.__dict__.get("_cells", {}).items())):
+                kind = _output_activation(child, child_path(path, child_name), depth + 1)
+                if kind[0] != "transparent":
+                    return kind
+        return "unknown", path
+    try:
+        construct = class_source(type(cell)).construct
+    except ConstructUnavailable:
+        return "unknown", path
+    values = LocalValues(construct)
+    traced = [_traced(cell, path, expr, expr.lineno, values, depth) for expr in returned_values(construct)]
+    return traced[0] if traced and len({kind for kind, _ in traced}) == 1 else ("unknown", path)
+
+
+def _op_kind(op_name: str) -> str:
+    op = norm_name(op_name)
+    if op in _ACTIVATION_OPS:
+        return _ACTIVATION_OPS[op]
+    return "logits" if op in _LINEAR_OPS else "transparent" if op in _TRANSPARENT_OPS else "unknown"
+
+
+def _traced(cell: Any, path: str, expr: Any, line: int, values: LocalValues, depth: int) -> Activation:
+    if depth > 20:
+        return "unknown", path
+    if isinstance(expr, ast.Name):
+        value = values.value_of(expr.id, line)
+        return _traced(cell, path, value, value.lineno, values, depth + 1) if value is not None else ("unknown", path)
+    if not isinstance(expr, ast.Call):
+        return "unknown", path
+    attr = self_attribute(expr.func)
+    if attr is not None:
+        child = cell.__dict__.get("_cells", {}).get(attr)
+        if child is not None:
+            kind = _output_activation(child, child_path(path, attr), depth + 1)
+        else:
+            prim = cell.__dict__.get("_primitives", {}).get(attr)
+            kind = _op_kind(type(prim).__name__ if prim is not None else ""), child_path(path, attr)
+    else:
+        inner = expr.func if isinstance(expr.func, ast.Call) else expr
+        kind = _op_kind(callee_identifier(inner) or ""), f"{path}: {ast.unparse(expr)}" if path else ast.unparse(expr)
+    if kind[0] == "transparent":
+        operand = first_operand(expr)
+        return _traced(cell, path, operand, line, values, depth + 1) if operand is not None else ("unknown", path)
+    return kind
+
+
+def check_loss_activation(ctx: LintContext) -> list[Finding]:
+    net, loss, path = _network_and_loss(ctx)
+    if loss is None:
+        raise CheckSkipped("no loss function (pass loss_fn=, or a WithLossCell as the network)")
+    activation, layer = _output_activation(net, path)
+    signal = OutputActivationSignal(activation, layer or type(net).__name__, type(loss).__name__, {"cell": layer})
+    return loss_activation_findings(signal, ctx.config)
+
+
+_ELEMENTWISE_LOSSES = {"MSELoss", "L1Loss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "RMSELoss",
+                       "MAELoss", "SoftMarginLoss"}
+
+
+def _is_elementwise(loss: Any) -> bool:
+    if is_library_object(loss):
+        return type(loss).__name__ in _ELEMENTWISE_LOSSES
+    try:
+        return combines_arguments_elementwise(class_source(type(loss)).construct)
+    except ConstructUnavailable:
+        return False
+
+
+def _forward_in_eval_mode(net: Any, inputs: list[Any]) -> Any:
+    """One forward pass in eval mode (no BatchNorm statistics update, no dropout); every cell's
+    ``training`` flag and phase are restored exactly afterwards."""
+    import mindspore as ms
+    import numpy as np
+
+    saved = []
+    for _, cell in net.cells_and_names():
+        state, flags = cell.__dict__, cell.__dict__.get("_func_graph_flags")
+        saved.append((cell, {k: state[k] for k in ("training", "_phase") if k in state}, flags and dict(flags)))
+    args = [ms.Tensor(x) if isinstance(x, np.ndarray) else x for x in inputs]
+    try:
+        net.set_train(False)
+        return net(*args)
+    finally:
+        for cell, attrs, flags in saved:
+            cell.__dict__.update(attrs)
+            if flags is None:
+                cell.__dict__.pop("_func_graph_flags", None)
+            else:
+                cell._func_graph_flags = flags
+
+
+def check_broadcast(ctx: LintContext) -> list[Finding]:
+    if ctx.sample_inputs is None:
+        raise CheckSkipped("needs sample_inputs=(inputs..., label) for one forward pass")
+    if len(ctx.sample_inputs) < 2:
+        raise CheckSkipped("sample_inputs must be (inputs..., label)")
+    net, loss, path = _network_and_loss(ctx)
+    if loss is None:
+        raise CheckSkipped("no loss function (pass loss_fn=, or a WithLossCell as the network)")
+    *inputs, label = ctx.sample_inputs
+    try:
+        output = _forward_in_eval_mode(net, inputs)
+    except Exception as exc:  # noqa: BLE001 - the user's network or inputs, not our bug
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise CheckSkipped(f"forward pass on sample_inputs failed: {type(exc).__name__}: {first_line}") from None
+    if not hasattr(output, "shape") or not hasattr(label, "shape"):
+        raise CheckSkipped("network output or label is not a single tensor")
+    signal = BroadcastSignal(tuple(output.shape), tuple(label.shape), type(loss).__name__, _is_elementwise(loss),
+                             {"cell": path or None})
+    return broadcast_findings(signal, ctx.config)
+
+
+CHECKS = [
+    StaticCheck("unsafe-division", ("MSD106",), check_divisions),
+    StaticCheck("loss-activation", ("MSD107",), check_loss_activation),
+    StaticCheck("disconnected-cell", ("MSD110",), check_disconnected),
+    StaticCheck("silent-broadcast", ("MSD114",), check_broadcast),
+]
+SOURCE_CHECKS = [
+    StaticCheck("unsafe-division", ("MSD106",), check_divisions_source),
+    StaticCheck("disconnected-cell", ("MSD110",), check_disconnected_source),
+]

@@ -35,6 +35,8 @@ class LintContext:
     config: DoctorConfig = field(default_factory=DoctorConfig)
     training: bool = False
     """True when linting a network that is about to be trained (from the Doctor)."""
+    memo: dict[str, Any] = field(default_factory=dict)
+    """Measurements shared by several checks of one lint (computed once, on first use)."""
 
     @cached_property
     def cells(self) -> dict[str, Any]:

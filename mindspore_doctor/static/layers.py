@@ -1,5 +1,165 @@
-"""(being written)"""
+"""Layer probes: Dropout rates (MSD104), BatchNorm ``use_batch_statistics`` (MSD105), Softmax axes (MSD113).
+
+Object mode reads the built layers (``nn.Dropout`` keeps the drop rate in its
+``dropout`` primitive; ``p`` is None when the deprecated ``keep_prob`` was used)
+and scans the construct of user cells for functional calls
+(``ops.dropout(x, p=0.9)``, ``ops.softmax(x, axis=0)``). Source mode scans
+every constructor and call of the file with the same AST parsers.
+"""
 from __future__ import annotations
 
-CHECKS: list = []
-SOURCE_CHECKS: list = []
+from typing import Any, Callable
+
+from mindspore_doctor.findings import Finding
+from mindspore_doctor.rules.layers import (
+    BatchNormSignal,
+    DropoutSignal,
+    SoftmaxAxisSignal,
+    batchnorm_findings,
+    dropout_findings,
+    softmax_axis_findings,
+)
+from mindspore_doctor.static.ast_cells import init_labels, is_library_object, user_classes
+from mindspore_doctor.static.ast_construct import (
+    CallSite,
+    batchnorm_call,
+    dropout_call,
+    find_calls,
+    reachable_methods,
+    softmax_call,
+)
+from mindspore_doctor.static.inspector import LintContext, SourceContext, StaticCheck
+
+Site = tuple[str, Any, dict[str, Any]]
+"""(display name, parsed call site or measured value, location)."""
+
+
+def _construct_sites(
+    ctx: LintContext, parse: Callable[[Any], CallSite | None], check: str, codes: tuple[str, ...]
+) -> tuple[list[Site], list[Finding]]:
+    """Recognised calls inside the construct (and the methods it reaches) of user cells."""
+    analysed, skips = user_classes(ctx.cells, check, codes)
+    sites = [
+        (site.text, site, {"cell": a.path, "file": a.source.file, "line": site.line})
+        for a in analysed
+        for site in find_calls(reachable_methods(a.source), parse)
+    ]
+    return sites, skips
+
+
+def _source_sites(ctx: SourceContext, parse: Callable[[Any], CallSite | None]) -> list[Site]:
+    """Recognised calls anywhere in the file, named ``Class.attr`` when assigned in ``__init__``."""
+    labels = init_labels(ctx.tree, str(ctx.path))
+    return [
+        (labels.get(site.line, site.text), site, {"file": str(ctx.path), "line": site.line})
+        for site in find_calls([ctx.tree], parse)
+    ]
+
+
+def _held_primitives(ctx: LintContext, *type_names: str) -> list[Site]:
+    """Primitives of the given types held as attributes of user cells (``self.d = ops.Dropout(0.1)``)."""
+    return [
+        (f"{path}.{attr}" if path else attr, prim, {"cell": path})
+        for path, cell in ctx.cells.items()
+        if not is_library_object(cell)
+        for attr, prim in cell.__dict__.get("_primitives", {}).items()
+        if type(prim).__name__ in type_names
+    ]
+
+
+def _library_cells(ctx: LintContext, *type_names: str) -> list[tuple[str, Any]]:
+    return [(p, c) for p, c in ctx.cells.items() if is_library_object(c) and type(c).__name__ in type_names]
+
+
+# --- MSD104 ----------------------------------------------------------------------------
+
+_DROPOUT_CELLS = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d")
+
+
+def _dropout_layer_signal(path: str, cell: Any) -> DropoutSignal:
+    p = getattr(cell, "p", None)
+    if p is not None:
+        return DropoutSignal(path, float(p), False, {"cell": path})
+    keep = float(getattr(cell, "keep_prob", 0.5))
+    return DropoutSignal(path, round(1.0 - keep, 6), type(cell).__name__ == "Dropout", {"cell": path})
+
+
+def _dropout_signals(sites: list[Site]) -> list[DropoutSignal]:
+    return [DropoutSignal(name, s.drop_rate, s.via_keep_prob, loc) for name, s, loc in sites]
+
+
+def check_dropout(ctx: LintContext) -> list[Finding]:
+    signals = [_dropout_layer_signal(p, c) for p, c in _library_cells(ctx, *_DROPOUT_CELLS)]
+    for name, prim, loc in _held_primitives(ctx, "Dropout", "Dropout2D", "Dropout3D"):
+        signals.append(DropoutSignal(name, round(1.0 - float(prim.attrs["keep_prob"]), 6), True, loc))
+    sites, skips = _construct_sites(ctx, dropout_call, "dropout-rate", ("MSD104",))
+    return dropout_findings(signals + _dropout_signals(sites), ctx.config) + skips
+
+
+def check_dropout_source(ctx: SourceContext) -> list[Finding]:
+    return dropout_findings(_dropout_signals(_source_sites(ctx, dropout_call)), ctx.config)
+
+
+# --- MSD105 ----------------------------------------------------------------------------
+
+
+def _batchnorm_owner(ctx: LintContext, path: str) -> str:
+    """``BatchNorm3d`` keeps its statistics in a ``bn2d`` child: name the layer the user built."""
+    parent = path.rsplit(".", 1)[0] if "." in path else ""
+    return parent if type(ctx.cells.get(parent)).__name__ == "BatchNorm3d" else path
+
+
+def check_batchnorm(ctx: LintContext) -> list[Finding]:
+    signals = {}
+    for path, cell in ctx.cells.items():
+        fixed = getattr(cell, "use_batch_statistics", None)
+        if is_library_object(cell) and type(cell).__name__.startswith("BatchNorm") and isinstance(fixed, bool):
+            owner = _batchnorm_owner(ctx, path)
+            signals[owner] = BatchNormSignal(owner, fixed, {"cell": owner})
+    return batchnorm_findings(list(signals.values()), ctx.config)
+
+
+def check_batchnorm_source(ctx: SourceContext) -> list[Finding]:
+    sites = _source_sites(ctx, batchnorm_call)
+    return batchnorm_findings([BatchNormSignal(n, s.use_batch_statistics, loc) for n, s, loc in sites], ctx.config)
+
+
+# --- MSD113 ----------------------------------------------------------------------------
+
+
+def _axis(value: Any) -> int | tuple:
+    if isinstance(value, (tuple, list)):
+        return int(value[0]) if len(value) == 1 else tuple(int(v) for v in value)
+    return int(value)
+
+
+def _softmax_signals(sites: list[Site]) -> list[SoftmaxAxisSignal]:
+    return [SoftmaxAxisSignal(name, s.axis, s.log, loc) for name, s, loc in sites]
+
+
+def check_softmax_axis(ctx: LintContext) -> list[Finding]:
+    signals = []
+    for path, cell in _library_cells(ctx, "Softmax", "LogSoftmax"):
+        prim = getattr(cell, "softmax", None) or getattr(cell, "log_softmax", None)
+        if prim is not None and "axis" in prim.attrs:
+            signals.append(SoftmaxAxisSignal(path, _axis(prim.attrs["axis"]), prim.name == "LogSoftmax", {"cell": path}))
+    for name, prim, loc in _held_primitives(ctx, "Softmax", "LogSoftmax"):
+        signals.append(SoftmaxAxisSignal(name, _axis(prim.attrs["axis"]), prim.name == "LogSoftmax", loc))
+    sites, skips = _construct_sites(ctx, softmax_call, "softmax-axis", ("MSD113",))
+    return softmax_axis_findings(signals + _softmax_signals(sites), ctx.config) + skips
+
+
+def check_softmax_axis_source(ctx: SourceContext) -> list[Finding]:
+    return softmax_axis_findings(_softmax_signals(_source_sites(ctx, softmax_call)), ctx.config)
+
+
+CHECKS = [
+    StaticCheck("dropout-rate", ("MSD104",), check_dropout),
+    StaticCheck("batchnorm-statistics", ("MSD105",), check_batchnorm),
+    StaticCheck("softmax-axis", ("MSD113",), check_softmax_axis),
+]
+SOURCE_CHECKS = [
+    StaticCheck("dropout-rate", ("MSD104",), check_dropout_source),
+    StaticCheck("batchnorm-statistics", ("MSD105",), check_batchnorm_source),
+    StaticCheck("softmax-axis", ("MSD113",), check_softmax_axis_source),
+]

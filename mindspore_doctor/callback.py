@@ -1,0 +1,314 @@
+"""``Doctor``: a MindSpore training Callback that diagnoses the run while it trains.
+
+    model.train(10, ds, callbacks=[Doctor(summary_dir="runs/exp1")])
+
+Wiring only: ``probes/`` measures inside the compiled step, ``rules/training.py``
+judges the signals, ``export/`` formats. Nothing here may break the user's
+training: a check that raises becomes MSD001 and is switched off.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+from mindspore import nn
+from mindspore.train import Callback
+
+from mindspore_doctor import _io
+from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.findings import Finding, Report, Severity
+from mindspore_doctor.rules import training as training_rules
+from mindspore_doctor.signals import ActivationStats, StepSignals, TrainingHistory
+from mindspore_doctor.static.inspector import selector
+
+logger = logging.getLogger("mindspore_doctor")
+
+REPORT_FILE = "doctor_report.json"
+HISTORY_FILE = "doctor_history.json"
+_CLASSIFICATION_LOSSES = ("SoftmaxCrossEntropyWithLogits", "CrossEntropyLoss", "NLLLoss")
+
+
+def _unwrap(cell: Any) -> Any:
+    """The user's backbone inside TrainOneStepCell / WithLossCell-style wrappers."""
+    seen = set()
+    while id(cell) not in seen:
+        seen.add(id(cell))
+        inner = getattr(cell, "network", None) or getattr(cell, "_backbone", None)
+        if not isinstance(inner, nn.Cell):
+            break
+        cell = inner
+    return cell
+
+
+def _find(cell: Any, kind: type) -> Any:
+    return next((c for _, c in cell.cells_and_names() if isinstance(c, kind)), None) if isinstance(cell, nn.Cell) else None
+
+
+def _num_classes(backbone: Any, loss_fn: Any) -> int | None:
+    """Output width of the last Dense layer, when the loss is a classification loss."""
+    if type(loss_fn).__name__ not in _CLASSIFICATION_LOSSES:
+        return None
+    dense = [c for _, c in backbone.cells_and_names() if isinstance(c, nn.Dense)]
+    return int(dense[-1].out_channels) if dense else None
+
+
+def _scalar(value: Any) -> float:
+    return float(np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value, dtype=np.float64).mean())
+
+
+class Doctor(Callback):
+    """Diagnoses a training run: static lint at start, in-graph probes and MSD2xx rules while training.
+
+    ``summary_dir``: where ``doctor_report.json`` / ``doctor_history.json`` (and a
+    repro bundle at the first non-finite loss) are written; None writes nothing.
+    ``options``: any ``DoctorConfig`` field, e.g. ``probe_every=10``,
+    ``stop_on="error"`` (default None: never stop training), ``ignore=("MSD203",)``.
+    After training, ``doctor.report`` holds every finding and ``doctor.history``
+    the signals.
+    """
+
+    def __init__(self, summary_dir: str | Path | None = None, **options: Any) -> None:
+        super().__init__()
+        if summary_dir is not None:
+            options["summary_dir"] = str(summary_dir)
+        self.config = DoctorConfig.from_options(options)
+        self._stop_rank = Severity.parse(self.config.stop_on).rank if self.config.stop_on else None
+        if self.config.probe_every < 1:
+            raise ValueError(f"probe_every must be >= 1, got {self.config.probe_every}")
+        self.report = Report(meta={"target": "training", "doctor": {"probe_every": self.config.probe_every}})
+        self.history = TrainingHistory()
+        self._wanted = selector(self.config)
+        self._disabled: set[str] = set()
+        self._instrumentation: Any = None
+        self._probing = False
+        self._force_probe = False
+        self._repro_saved = False
+        self._run_context: Any = None
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    def _guard(self, name: str, codes: Iterable[str], fn: Callable[[], Any]) -> Any:
+        """Run one check; if it raises, record MSD001, switch it off, and let training go on."""
+        if name in self._disabled:
+            return None
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - the user's training must never die of the doctor
+            self._disabled.add(name)
+            self._emit(
+                [
+                    make_finding(
+                        "MSD001",
+                        f"check `{name}` raised {type(exc).__name__}: {exc}; it is disabled for the rest of the run.",
+                        location={"check": name},
+                        evidence={"codes": list(codes), "traceback": traceback.format_exc()},
+                        suggestion="This is a bug in mindspore_doctor; please report it with the traceback.",
+                    )
+                ]
+            )
+            return None
+
+    def _emit(self, findings: Iterable[Finding], count: bool = True) -> None:
+        """Log a finding once when first seen; afterwards only count it."""
+        known = {f.key: f for f in self.report.findings}
+        for finding in findings:
+            if not self._wanted(finding.code):
+                continue
+            seen = known.get(finding.key)
+            if seen is not None:
+                if count:
+                    seen.evidence["occurrences"] = seen.evidence.get("occurrences", 1) + 1
+                continue
+            self.report.add(finding)
+            known[finding.key] = finding
+            at = f" @step {finding.step}" if finding.step is not None else ""
+            logger.warning("mindspore_doctor %s [%s] %s%s: %s", finding.code, finding.rule, finding.where, at,
+                           finding.message)
+            if self._stop_rank is not None and finding.severity.rank >= self._stop_rank and self._run_context:
+                self._run_context.request_stop()
+
+    def _skipped(self, codes: Iterable[str], why: str) -> None:
+        codes = [c for c in codes if self._wanted(c)]
+        if codes:
+            self._emit([make_finding("MSD002", f"{', '.join(codes)} skipped: {why}",
+                                     location={"check": "training-probes"}, evidence={"codes": codes})])
+
+    # --- train begin ------------------------------------------------------------------------
+
+    def on_train_begin(self, run_context: Any) -> None:
+        self._run_context = run_context
+        cb = run_context.original_args()
+        train_network = cb.train_network
+        optimizer = cb.optimizer or _find(train_network, nn.Optimizer)
+        backbone = _unwrap(cb.network)
+        loss_fn = cb.loss_fn or getattr(_find(train_network, nn.WithLossCell), "_loss_fn", None)
+        sink = bool(getattr(cb, "dataset_sink_mode", False))
+        self.report.meta["target"] = type(backbone).__name__
+        self.report.meta["dataset_sink_mode"] = sink
+
+        self._guard("static-lint", ("MSD1",), lambda: self._lint(backbone, loss_fn, optimizer))
+        self._guard("data-checks", ("MSD3",), lambda: self._check_data(cb.train_dataset, backbone))
+        self._guard("num-classes", ("MSD215",), lambda: setattr(self.history, "num_classes",
+                                                                 _num_classes(backbone, loss_fn)))
+        if sink:
+            self._skipped(training_rules.PROBE_CODES, "dataset_sink_mode=True runs many steps per call; per-step "
+                          "probes are off and the loss is read once per sink.")
+        elif optimizer is None:
+            self._skipped(training_rules.PROBE_CODES, "no optimizer found in the train network.")
+        else:
+            self._guard("training-probes", training_rules.PROBE_CODES,
+                        lambda: self._install(train_network, backbone, optimizer))
+        self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(backbone, None))
+
+    def _lint(self, backbone: Any, loss_fn: Any, optimizer: Any) -> None:
+        from mindspore_doctor.static.inspector import lint
+
+        self._emit(lint(backbone, loss_fn=loss_fn, optimizer=optimizer, config=self.config).findings)
+
+    def _check_data(self, train_dataset: Any, backbone: Any) -> None:
+        try:
+            from mindspore_doctor.data import check_data
+        except ImportError:  # data doctor not installed in this build
+            return
+        if train_dataset is not None:
+            self._emit(check_data(train_dataset, network=backbone, config=self.config).findings)
+
+    def _install(self, train_network: Any, backbone: Any, optimizer: Any) -> None:
+        from mindspore_doctor.probes.instrument import Instrumentation
+
+        self._instrumentation = Instrumentation(train_network, backbone, optimizer)
+        self.history.parameter_order = list(self._instrumentation.parameter_names)
+        self.history.parameter_shapes = dict(self._instrumentation.parameter_shapes)
+
+    def _check_train_mode(self, backbone: Any, step: int | None) -> None:
+        cells = [path or "<network>" for path, cell in backbone.cells_and_names() if not cell.training]
+        self._emit(training_rules.train_mode_off(cells, step), count=False)
+
+    # --- steps --------------------------------------------------------------------------------
+
+    def on_train_step_begin(self, run_context: Any) -> None:
+        if self._instrumentation is None:
+            return
+        step = run_context.original_args().cur_step_num
+        self._probing = self._force_probe or step == 1 or step % self.config.probe_every == 0
+        self._force_probe = False
+        self._guard("training-probes", training_rules.PROBE_CODES,
+                    lambda: self._instrumentation.set_probing(self._probing))
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        cb = run_context.original_args()
+        signals = self._guard("read-loss", ("MSD201", "MSD214"), lambda: self._read_outputs(cb))
+        if signals is None:
+            return
+        if self._probing and self._instrumentation is not None:
+            self._guard("training-probes", training_rules.PROBE_CODES, lambda: self._read_probes(signals))
+        self.history.append(signals)
+        if signals.loss is not None and not math.isfinite(signals.loss):
+            self._evaluate(TrainingHistory(steps=[signals]), codes=("MSD201",))
+            if not self._repro_saved:
+                self._repro_saved = True
+                self._force_probe = True
+                self._guard("repro-bundle", ("MSD201",), lambda: self._save_repro(cb, signals))
+        if self._probing or cb.dataset_sink_mode:
+            self._evaluate(self._recent_history())
+            if self._instrumentation is not None:
+                self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(
+                    self._instrumentation.network, signals.step))
+
+    def _read_outputs(self, cb: Any) -> StepSignals:
+        outputs = cb.net_outputs
+        signals = StepSignals(step=int(cb.cur_step_num), epoch=int(cb.cur_epoch_num))
+        if isinstance(outputs, (tuple, list)):
+            if len(outputs) >= 3 and hasattr(outputs[1], "dtype") and "bool" in str(outputs[1].dtype).lower():
+                signals.overflow = bool(np.asarray(outputs[1].asnumpy()).any())
+                signals.loss_scale = _scalar(outputs[2])
+            outputs = outputs[0] if outputs else None
+        if outputs is not None and hasattr(outputs, "asnumpy"):
+            signals.loss = _scalar(outputs)
+        return signals
+
+    def _read_probes(self, signals: StepSignals) -> None:
+        reading = self._instrumentation.read()
+        for name in ("grad_norm", "grad_mean_abs", "grad_nonfinite", "weight_nonfinite", "update_ratio",
+                     "update_abs", "weight_mean_abs"):
+            setattr(signals, name, getattr(reading, name))
+        for path, (kind, order, row) in reading.activations.items():
+            signals.activations[path] = ActivationStats(
+                kind=kind, dead_fraction=float(row[0]), saturated_fraction=float(row[1]), mean_abs=float(row[2]),
+                nonfinite=int(row[3]) if math.isfinite(row[3]) else 1, order=order)
+
+    def _recent_history(self) -> TrainingHistory:
+        """Head and tail of the history: rules re-run often, so each run stays cheap on long trainings."""
+        head = self.config.loss_window
+        tail = 4 * self.config.loss_window + self.config.probe_every * (self.config.persistent_probes + 3)
+        steps = self.history.steps
+        view = steps if len(steps) <= head + tail else steps[:head] + steps[-tail:]
+        return TrainingHistory(steps=view, parameter_order=self.history.parameter_order,
+                               num_classes=self.history.num_classes, parameter_shapes=self.history.parameter_shapes)
+
+    def _evaluate(self, history: TrainingHistory, codes: Iterable[str] | None = None, count: bool = True) -> None:
+        for rule_codes, rule in training_rules.TRAINING_RULES:
+            if codes is not None and not set(rule_codes) & set(codes):
+                continue
+            if codes is None and "MSD201" in rule_codes and count:
+                continue  # checked on every step already
+            if not any(self._wanted(c) for c in rule_codes):
+                continue
+            found = self._guard(f"rule {rule_codes[0]}", rule_codes, lambda: rule(history, self.config))
+            self._emit(found or [], count=count)
+
+    # --- epochs and the end -------------------------------------------------------------------
+
+    def on_train_epoch_end(self, run_context: Any) -> None:
+        self._evaluate(self._recent_history())
+        self._guard("write-report", (), self._write_files)
+
+    def on_train_end(self, run_context: Any) -> None:
+        self._evaluate(self.history, count=False)
+        self._restore()
+        print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
+        self._guard("write-report", (), self._write_files)
+
+    def __exit__(self, *err: Any) -> None:
+        self._restore()  # also when training raised: never leave the user's cells swapped
+
+    def _restore(self) -> None:
+        if self._instrumentation is not None:
+            instrumentation, self._instrumentation = self._instrumentation, None
+            self._guard("restore", (), instrumentation.restore)
+
+    def _write_files(self) -> None:
+        if not self.config.summary_dir:
+            return
+        folder = Path(self.config.summary_dir)
+        _io.atomic_write_text(folder / REPORT_FILE, self.report.to_json())
+        _io.atomic_write_text(folder / HISTORY_FILE, json.dumps(self.history.to_dict()))
+
+    def _save_repro(self, cb: Any, signals: StepSignals) -> None:
+        """The batch that gave the first non-finite loss, with the last probed statistics."""
+        if not self.config.summary_dir:
+            return
+        folder = Path(self.config.summary_dir)
+        batch = cb.train_dataset_element or ()
+        arrays = {f"input_{i}": t.asnumpy() for i, t in enumerate(batch) if hasattr(t, "asnumpy")}
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        _io.atomic_write_bytes(folder / f"repro_step{signals.step}.npz", buffer.getvalue())
+        probed = self.history.probed()
+        meta = {
+            "step": signals.step,
+            "epoch": signals.epoch,
+            "loss": str(signals.loss),
+            "inputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in arrays.items()},
+            "last_probed_step": probed[-1].to_dict() if probed else None,
+            "parameter_order": self.history.parameter_order,
+        }
+        _io.atomic_write_text(folder / f"repro_step{signals.step}.json",
+                              json.dumps(meta, indent=2, default=str))

@@ -1,0 +1,118 @@
+"""``check_data()``: sample the datasets, measure statistics, let the MSD3xx rules judge.
+
+Every stage is guarded: a dataset that cannot be read becomes MSD002 (check
+skipped, with the reason), a bug of ours MSD001; nothing raises to the caller,
+so the Doctor can call this at the start of training without risk.
+"""
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Any, Callable, TypeVar
+
+from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.data.signals import DataSignals, NetworkSignals
+from mindspore_doctor.findings import Finding, Report
+from mindspore_doctor.static.inspector import CheckSkipped, StaticCheck, _run_checks, selector
+
+T = TypeVar("T")
+DATA_CODES = tuple(f"MSD3{i:02d}" for i in range(1, 11))
+PAIR_CODES = ("MSD308", "MSD309")
+
+
+def _guarded(name: str, codes: tuple[str, ...], measure: Callable[[], T], findings: list[Finding]) -> T | None:
+    """Run one probe; a known data problem becomes MSD002, anything else MSD001 (via the lint machinery)."""
+    from mindspore_doctor.data.roles import RolesUnknown
+    from mindspore_doctor.data.sampling import DataUnavailable
+
+    result: list[T] = []
+
+    def run(_: Any) -> list[Finding]:
+        try:
+            result.append(measure())
+        except (DataUnavailable, RolesUnknown) as why:
+            raise CheckSkipped(str(why)) from why
+        return []
+
+    findings.extend(_run_checks([StaticCheck(name, codes, run)], None, lambda code: True))
+    return result[0] if result else None
+
+
+def _sample(dataset: Any, name: str, network: Any, config: DoctorConfig, codes: tuple[str, ...], findings: list[Finding]) -> Any:
+    from mindspore_doctor.data.roles import assign_roles
+    from mindspore_doctor.data.sampling import column_names, read_sample
+
+    def measure() -> Any:
+        roles = assign_roles(column_names(dataset, name), network, config)
+        return roles, read_sample(dataset, name, roles, config)
+
+    measured = _guarded(f"sample-{name}-dataset", codes, measure, findings)
+    if measured is None:
+        return None
+    roles, sample = measured
+    for column, why in sample.signals.skipped_columns.items():
+        findings.append(make_finding(
+            "MSD002",
+            f"data checks skipped column `{column}` of the {name} dataset: {why}",
+            location={"check": f"sample-{name}-dataset", "dataset": name, "column": column},
+            evidence={"codes": list(codes)},
+        ))
+    return roles, sample
+
+
+def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, **options: Any) -> Report:
+    """Data checks (MSD301-MSD310) on a bounded sample of ``train_ds`` and ``eval_ds``; never raises.
+
+    ``network``: gives the column roles (``construct`` signature), the class count
+    (MSD306: one forward pass in eval mode on a sampled batch, train/eval flags
+    restored, no parameter change) and the parameter count (MSD307).
+    ``options``: fields of ``DoctorConfig`` (or ``config=DoctorConfig(...)``);
+    ``eval_dataset`` is used when ``eval_ds`` is not given.
+    """
+    config = options.pop("config", None) or DoctorConfig.from_options(options)
+    eval_ds = eval_ds if eval_ds is not None else config.eval_dataset
+    wanted = selector(config)
+    start = time.perf_counter()
+    findings: list[Finding] = []
+    meta: dict[str, Any] = {"target": type(train_ds).__name__}
+    train = _sample(train_ds, "train", network, config, DATA_CODES, findings)
+    evaluated = _sample(eval_ds, "eval", network, config, PAIR_CODES, findings) if eval_ds is not None else None
+    if train is not None:
+        roles, sample = train
+        signals = DataSignals(sample.signals, evaluated[1].signals if evaluated else None)
+        if network is not None:
+            from mindspore_doctor.data.network import network_signals
+
+            measured = _guarded("measure-network", ("MSD306", "MSD307"),
+                                lambda: network_signals(network, sample.first_batch, roles, sample.signals.label), findings)
+            signals.network = measured or NetworkSignals()
+        findings.extend(_run_rules(signals, config, wanted))
+        meta["data"] = _summary(signals, roles)
+    meta["data_check_seconds"] = round(time.perf_counter() - start, 3)
+    report = Report(meta=meta)
+    report.extend(f for f in findings if wanted(f.code))
+    return report
+
+
+def _run_rules(signals: DataSignals, config: DoctorConfig, wanted: Callable[[str], bool]) -> list[Finding]:
+    from mindspore_doctor.rules.data import RULES
+
+    checks = [StaticCheck(rule.__name__, (code,), partial(rule, config=config)) for code, rule in RULES]
+    return _run_checks(checks, signals, wanted)
+
+
+def _summary(signals: DataSignals, roles: Any) -> dict[str, Any]:
+    """What was looked at, for the report: sample sizes, column roles and kinds."""
+    out: dict[str, Any] = {"inputs": list(roles.inputs), "label": roles.label}
+    for ds in (signals.train, signals.eval):
+        if ds is None:
+            continue
+        out[ds.name] = {
+            "samples": ds.samples,
+            "total_samples": ds.total_samples,
+            "truncated_by_time": ds.truncated_by_time,
+            "columns": {f.column: f"{f.kind} {f.layout}".strip() for f in ds.features},
+            "label_kind": ds.label.kind if ds.label else None,
+        }
+    return out

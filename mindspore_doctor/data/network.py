@@ -1,0 +1,59 @@
+"""What the data checks need from the network: its size and how many classes it predicts."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mindspore_doctor.data.roles import ColumnRoles, forward_cell
+from mindspore_doctor.data.sampling import error_summary
+from mindspore_doctor.data.signals import LabelStats, NetworkSignals
+
+
+def _saved_modes(cell: Any) -> list[tuple[Any, bool, Any]]:
+    return [(c, c.training, getattr(c, "_phase", None)) for _, c in cell.cells_and_names()]
+
+
+def _restore_modes(saved: list[tuple[Any, bool, Any]]) -> None:
+    """Put every cell back as it was, mixed train/eval sub-cells included (set_train would flatten them)."""
+    for cell, training, phase in saved:
+        cell.add_flags(training=training)
+        if phase is not None:
+            cell._phase = phase
+
+
+def _class_axis(out_shape: tuple[int, ...], label_shape: tuple[int, ...]) -> int:
+    """Where the class scores are: last axis, or axis 1 for dense (N, C, H, W) outputs against (N, H, W) labels."""
+    if len(out_shape) > 2 and out_shape[:1] + out_shape[2:] == label_shape:
+        return 1
+    return -1
+
+
+def count_outputs(network: Any, batch: dict[str, np.ndarray], roles: ColumnRoles) -> tuple[int | None, str]:
+    """Classes the network predicts, from ONE forward pass in eval mode (no parameter changes)."""
+    import mindspore as ms
+
+    cell = forward_cell(network)
+    inputs = [ms.Tensor(batch[c]) for c in roles.inputs]
+    saved = _saved_modes(cell)
+    try:
+        cell.set_train(False)  # BatchNorm would update its moving statistics in train mode
+        out = cell(*inputs)
+    except Exception as exc:  # noqa: BLE001 - a net that cannot take the sampled batch is reported, not raised
+        return None, f"one forward pass on a sampled batch raised {error_summary(exc)}"
+    finally:
+        _restore_modes(saved)
+    while isinstance(out, (tuple, list)) and out:
+        out = out[0]
+    shape = tuple(out.shape)
+    if len(shape) < 2:
+        return 1, ""
+    label_shape = tuple(batch[roles.label].shape) if roles.label else ()
+    return int(shape[_class_axis(shape, label_shape)]), ""
+
+
+def network_signals(network: Any, batch: dict[str, np.ndarray], roles: ColumnRoles, label: LabelStats | None) -> NetworkSignals:
+    signals = NetworkSignals(trainable_params=int(sum(int(np.prod(p.shape)) for p in network.trainable_params())))
+    if label is not None and label.kind in ("class", "onehot", "dense"):
+        signals.num_outputs, signals.outputs_unknown_why = count_outputs(network, batch, roles)
+    return signals

@@ -1,0 +1,96 @@
+"""What the data probes measured: plain numpy statistics, the only input of the MSD3xx rules.
+
+Nothing here imports MindSpore, so rules and their tests run on hand-made numbers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class FeatureStats:
+    """Statistics of one input column over the sample, per feature.
+
+    A "feature" is a channel for images (per-pixel statistics would flag every
+    constant MNIST border pixel) and a column entry for tabular vectors.
+    """
+
+    column: str
+    kind: str
+    """"image", "tabular" or "tokens" (integer ids: no scale statistics)."""
+    feature_name: str
+    """How a feature is called in messages: "channel" or "feature"."""
+    layout: str
+    """Per-sample layout: "CHW", "HWC", "HW", "F" (vector) or "" (scalar)."""
+    mean: np.ndarray
+    std: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    nonfinite: np.ndarray
+    """Count of NaN/Inf values per feature."""
+    per_sample: np.ndarray
+    """(samples, features): the row (tabular) or the per-sample channel mean (image); outlier scan."""
+
+    @property
+    def num_features(self) -> int:
+        return int(self.mean.shape[0])
+
+    def feature_label(self, index: int) -> str:
+        """``image`` channel 2 / ``x`` feature 7 / ``x`` for a scalar column."""
+        if self.layout == "":
+            return f"`{self.column}`"
+        return f"`{self.column}` {self.feature_name} {index}"
+
+
+@dataclass
+class LabelStats:
+    """The label column over the sample, in the order the dataset yields it."""
+
+    column: str
+    kind: str
+    """"class" (integer ids), "onehot", "regression" or "sequence" (per-sample integer ids)."""
+    values: np.ndarray
+    """Class ids (class/onehot: argmax) or targets (regression) in stream order; all ids for sequences."""
+    nonfinite: int = 0
+    width: int | None = None
+    """One-hot width."""
+
+
+@dataclass
+class DatasetSignals:
+    """One dataset (train or eval) as the data probes saw it."""
+
+    name: str
+    samples: int
+    """Samples read into the statistics."""
+    batch_size: int = 1
+    total_samples: int | None = None
+    """get_dataset_size() x batch size: the whole epoch, not just the sample."""
+    truncated_by_time: bool = False
+    features: list[FeatureStats] = field(default_factory=list)
+    label: LabelStats | None = None
+    hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    """One 64-bit hash per sample of its input bytes (constant inputs left out): leakage scan."""
+    shuffle_ignored: bool = False
+    """A GeneratorDataset asked to shuffle a source without random access (it silently does not)."""
+    skipped_columns: dict[str, str] = field(default_factory=dict)
+    """Column -> why its statistics could not be computed (strings, ragged shapes)."""
+
+
+@dataclass
+class NetworkSignals:
+    trainable_params: int | None = None
+    num_outputs: int | None = None
+    """Class count the network predicts (last axis of its output); None when unknown."""
+    outputs_unknown_why: str = ""
+
+
+@dataclass
+class DataSignals:
+    """Everything the MSD3xx rules look at."""
+
+    train: DatasetSignals
+    eval: DatasetSignals | None = None
+    network: NetworkSignals = field(default_factory=NetworkSignals)

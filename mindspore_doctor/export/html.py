@@ -1,0 +1,257 @@
+"""One self-contained HTML file: the diagnosis, the findings table and the training charts.
+
+Charts are matplotlib figures inlined as SVG (text drawn as paths), styles are
+inline: the file opens offline, with no CDN, script or font to fetch.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from mindspore_doctor._io import atomic_write_text
+from mindspore_doctor.catalog import RULES
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.findings import Finding, Report
+from mindspore_doctor.signals import TrainingHistory
+
+REPORT_FILE = "doctor_report.json"
+HISTORY_FILE = "doctor_history.json"
+HTML_FILE = "doctor_report.html"
+MAX_HEATMAP_ROWS = 40
+MAX_LINES = 10
+SEVERITY_COLORS = {"error": "#c62828", "warning": "#ef8f00", "info": "#1565c0"}
+_METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)
+"""matplotlib's RDF block only names schema URLs; dropped so the page mentions no external address."""
+_DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "rules"
+
+
+def rule_doc_href(code: str) -> str:
+    """Link to the rule's page: the checkout's ``docs/rules/<code>.md`` when present, else that relative path."""
+    page = _DOCS_DIR / f"{code}.md"
+    return page.as_uri() if page.is_file() else f"docs/rules/{code}.md"
+
+
+def _spread(items: list[str], limit: int) -> list[str]:
+    if len(items) <= limit:
+        return items
+    step = (len(items) - 1) / (limit - 1)
+    return [items[round(i * step)] for i in range(limit)]
+
+
+def _log10(value: float | None) -> float:
+    return math.log10(value) if value is not None and math.isfinite(value) and value > 0 else math.nan
+
+
+def _format_evidence(evidence: dict[str, Any]) -> str:
+    def short(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+
+    return ", ".join(f"{k}={short(v)}" for k, v in evidence.items())
+
+
+def _finding_row(f: Finding) -> dict[str, Any]:
+    rule = RULES.get(f.code)
+    return {
+        "severity": f.severity.value,
+        "code": f.code,
+        "rule": f.rule,
+        "summary": rule.summary if rule else "",
+        "href": rule_doc_href(f.code),
+        "where": f.where,
+        "step": "" if f.step is None else f.step,
+        "message": f.message,
+        "evidence": _format_evidence(f.evidence),
+        "suggestion": f.suggestion,
+    }
+
+
+class _Charts:
+    """Each method draws one chart from the history, or returns None when there is nothing to draw."""
+
+    def __init__(self, report: Report, history: TrainingHistory, config: DoctorConfig) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+
+        self.plt = plt
+        self.report, self.history, self.config = report, history, config
+        self.probed = history.probed()
+
+    def _svg(self, draw: Callable[[Any, Any], None], height: float = 3.2) -> str:
+        fig, ax = self.plt.subplots(figsize=(9, height), layout="constrained")
+        try:
+            draw(fig, ax)
+            buffer = io.StringIO()
+            fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+        finally:
+            self.plt.close(fig)
+        svg = buffer.getvalue()
+        return _METADATA.sub("", svg[svg.index("<svg") :])
+
+    def loss(self) -> str | None:
+        losses = [(s, v) for s, v in self.history.losses if math.isfinite(v)]
+        marked = [f for f in self.report.sorted() if f.step is not None]
+        if not losses:
+            return None
+
+        def draw(fig: Any, ax: Any) -> None:
+            ax.plot(*zip(*losses), color="#37474f", linewidth=1.4, label="loss")
+            seen: set[str] = set()
+            for f in marked:
+                color = SEVERITY_COLORS[f.severity.value]
+                ax.axvline(f.step, color=color, linestyle="--", linewidth=1, alpha=0.8)
+                if f.code not in seen:
+                    ax.annotate(f.code, (f.step, 1), xycoords=("data", "axes fraction"), rotation=90,
+                                va="top", ha="right", fontsize=8, color=color)
+                    seen.add(f.code)
+            ax.set_xlabel("step")
+            ax.set_ylabel("loss")
+            ax.grid(alpha=0.3)
+
+        return self._svg(draw)
+
+    def grad_heatmap(self) -> str | None:
+        steps = [s for s in self.probed if s.grad_norm]
+        if not steps:
+            return None
+        order = self.history.parameter_order or list(steps[0].grad_norm)
+        names = _spread([n for n in order if any(n in s.grad_norm for s in steps)], MAX_HEATMAP_ROWS)
+        grid = [[_log10(s.grad_norm.get(n)) for s in steps] for n in names]
+
+        def draw(fig: Any, ax: Any) -> None:
+            image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
+            ticks = _spread(list(range(len(steps))), 8)
+            ax.set_xticks(ticks, [str(steps[i].step) for i in ticks])
+            ax.set_yticks(range(len(names)), names, fontsize=7)
+            ax.set_xlabel("step")
+            fig.colorbar(image, ax=ax, label="log10 gradient norm")
+
+        return self._svg(draw, height=max(2.6, 0.9 + 0.2 * len(names)))
+
+    def update_ratio(self) -> str | None:
+        steps = [s for s in self.probed if s.update_ratio]
+        if not steps:
+            return None
+        order = self.history.parameter_order or list(steps[0].update_ratio)
+        names = _spread([n for n in order if any(n in s.update_ratio for s in steps)], MAX_LINES)
+
+        def draw(fig: Any, ax: Any) -> None:
+            x = [s.step for s in steps]
+            for name in names:
+                ax.plot(x, [s.update_ratio.get(name, math.nan) for s in steps], marker=".", label=name)
+            for bound in (self.config.update_ratio_min, self.config.update_ratio_max):
+                ax.axhline(bound, color="#9e9e9e", linestyle=":", linewidth=1)
+            ax.set_yscale("log")
+            ax.set_xlabel("step")
+            ax.set_ylabel("mean|Δw| / mean|w|")
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+            ax.grid(alpha=0.3)
+
+        return self._svg(draw)
+
+    def activations(self) -> str | None:
+        steps = [s for s in self.probed if s.activations]
+        if not steps:
+            return None
+        cells = sorted({c for s in steps for c in s.activations},
+                       key=lambda c: next(s.activations[c].order for s in steps if c in s.activations))
+        cells = _spread(cells, MAX_LINES)
+
+        def fraction(stats: Any) -> float:
+            return max(stats.dead_fraction, stats.saturated_fraction) if stats is not None else math.nan
+
+        def draw(fig: Any, ax: Any) -> None:
+            x = [s.step for s in steps]
+            for cell in cells:
+                kind = next(s.activations[cell].kind for s in steps if cell in s.activations)
+                ax.plot(x, [fraction(s.activations.get(cell)) for s in steps], marker=".", label=f"{cell} ({kind})")
+            ax.axhline(self.config.dead_relu_fraction, color="#c62828", linestyle=":", linewidth=1)
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_xlabel("step")
+            ax.set_ylabel("dead / saturated fraction")
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+            ax.grid(alpha=0.3)
+
+        return self._svg(draw)
+
+
+CHARTS = (
+    ("loss", "Loss", "Loss per step; dashed lines mark the step a finding was raised."),
+    ("grad_heatmap", "Gradient norms per layer", "log10 of each parameter's gradient L2 norm, first layer on top."),
+    ("update_ratio", "Update ratios", "mean|Δw| / mean|w| per step; dotted lines are the MSD210/MSD211 bounds."),
+    ("activations", "Activation health", "Fraction of dead (ReLU-like) or saturated (Sigmoid/Tanh) outputs."),
+)
+
+
+def _diagnosis(report: Report, history: TrainingHistory) -> dict[str, Any]:
+    losses = [v for _, v in history.losses]
+    return {
+        "counts": report.counts(),
+        "total": len(report),
+        "top": [_finding_row(f) for f in report.sorted()[:3]],
+        "steps": history.steps[-1].step if history.steps else None,
+        "first_loss": losses[0] if losses else None,
+        "last_loss": losses[-1] if losses else None,
+    }
+
+
+def render_html(report: Report, history: TrainingHistory | None = None, title: str = "mindspore_doctor report",
+                config: DoctorConfig | None = None) -> str:
+    """The report page as one HTML string (no external resource)."""
+    import jinja2
+    import markupsafe
+
+    history = history or TrainingHistory()
+    charts = _Charts(report, history, config or DoctorConfig())
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("mindspore_doctor", "export/templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("report.html.j2").render(
+        title=title,
+        generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        diagnosis=_diagnosis(report, history),
+        findings=[_finding_row(f) for f in report.sorted()],
+        charts=[
+            {"id": f"chart-{key.replace('_', '-')}", "title": heading, "caption": caption,
+             "svg": markupsafe.Markup(svg) if (svg := getattr(charts, key)()) else None}
+            for key, heading, caption in CHARTS
+        ],
+        has_signals=bool(history.steps),
+    )
+
+
+def write_html(report: Report, history: TrainingHistory | None, out_path: str | os.PathLike,
+               title: str = "mindspore_doctor report") -> Path:
+    """Render and write the report atomically; returns the path."""
+    return atomic_write_text(out_path, render_html(report, history, title=title))
+
+
+def write_run_report(run_dir: str | os.PathLike, out_path: str | os.PathLike | None = None) -> Path:
+    """Render a finished (or running) Doctor run directory; ``out_path`` defaults to ``run_dir/doctor_report.html``.
+
+    Raises FileNotFoundError with a one-line reason when ``run_dir`` has no report,
+    ValueError when a file is not valid JSON.
+    """
+    run = Path(run_dir)
+    report_path = run / REPORT_FILE
+    if not report_path.is_file():
+        raise FileNotFoundError(f"{run} has no {REPORT_FILE}: is it a Doctor(summary_dir=...) directory?")
+    try:
+        report = Report.from_json(report_path.read_text(encoding="utf-8"))
+        history_path = run / HISTORY_FILE
+        history = (TrainingHistory.from_dict(json.loads(history_path.read_text(encoding="utf-8")))
+                   if history_path.is_file() else TrainingHistory())
+    except (json.JSONDecodeError, TypeError, KeyError) as exc:
+        raise ValueError(f"cannot read the Doctor run in {run}: {exc}") from None
+    return write_html(report, history, out_path or run / HTML_FILE, title=f"mindspore_doctor: {run.name}")

@@ -1,0 +1,127 @@
+"""Rules on single layers: Dropout rates (MSD104), BatchNorm statistics mode (MSD105), Softmax axis (MSD113).
+
+Pure functions: the signals name the layer (``name``: a cell path, or ``Class.attr``
+in source mode) and where it is; no MindSpore object reaches this module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.findings import Finding
+
+
+@dataclass(frozen=True)
+class DropoutSignal:
+    name: str
+    drop_rate: float
+    via_keep_prob: bool
+    """The rate was given as the deprecated ``keep_prob`` (probability to KEEP)."""
+    location: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchNormSignal:
+    name: str
+    use_batch_statistics: bool
+    location: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SoftmaxAxisSignal:
+    name: str
+    axis: int | tuple
+    log: bool
+    location: dict[str, Any] = field(default_factory=dict)
+
+
+def _pct(rate: float) -> str:
+    return f"{rate * 100:.0f}"
+
+
+def dropout_findings(signals: list[DropoutSignal], config: DoctorConfig) -> list[Finding]:
+    """MSD104: a Dropout that drops more than ``config.max_drop_rate`` of its inputs."""
+    found = []
+    for s in signals:
+        if s.drop_rate <= config.max_drop_rate:
+            continue
+        keep = round(1.0 - s.drop_rate, 6)
+        if s.via_keep_prob:
+            message = (
+                f"`{s.name}` drops {_pct(s.drop_rate)} % of activations (keep_prob={keep:g}). In MindSpore "
+                f"keep_prob is the probability to keep; did you mean p={keep:g}?"
+            )
+            suggestion = f"Write `nn.Dropout(p={keep:g})` (p is the drop probability; `keep_prob` is deprecated)."
+        else:
+            message = (
+                f"`{s.name}` drops {_pct(s.drop_rate)} % of activations (p={s.drop_rate:g}): p is the probability "
+                f"to drop, so only {_pct(keep)} % of the signal gets through; did you mean p={keep:g}?"
+            )
+            suggestion = f"Use a drop probability of at most {config.max_drop_rate:g} (typically 0.1-0.5), e.g. p={keep:g}."
+        found.append(
+            make_finding(
+                "MSD104",
+                message,
+                location=s.location,
+                evidence={"drop_rate": s.drop_rate, "keep_prob": keep, "via_keep_prob": s.via_keep_prob,
+                          "max_drop_rate": config.max_drop_rate},
+                suggestion=suggestion,
+            )
+        )
+    return found
+
+
+def batchnorm_findings(signals: list[BatchNormSignal], config: DoctorConfig) -> list[Finding]:
+    """MSD105 (static part): BatchNorm whose statistics source is fixed against the train/eval mode."""
+    found = []
+    for s in signals:
+        if s.use_batch_statistics:
+            message = (
+                f"`{s.name}` has use_batch_statistics=True: in eval/predict mode it still normalises with the "
+                "statistics of the current batch, so predictions depend on what else is in the batch (a batch of "
+                "one is normalised to ~0) and the moving mean/variance learned in training are never used."
+            )
+        else:
+            message = (
+                f"`{s.name}` has use_batch_statistics=False: in training mode it normalises with the moving "
+                "mean/variance, which are then never updated, so the layer never adapts to the data and trains "
+                "against its initial statistics (mean 0, variance 1)."
+            )
+        found.append(
+            make_finding(
+                "MSD105",
+                message,
+                location=s.location,
+                evidence={"use_batch_statistics": s.use_batch_statistics},
+                suggestion="Leave `use_batch_statistics=None` (the default) so that `set_train(True)` uses batch "
+                "statistics and `set_train(False)` uses the moving statistics.",
+            )
+        )
+    return found
+
+
+def _over_batch_axis(axis: int | tuple) -> bool:
+    return axis == 0 or (isinstance(axis, tuple) and 0 in axis)
+
+
+def softmax_axis_findings(signals: list[SoftmaxAxisSignal], config: DoctorConfig) -> list[Finding]:
+    """MSD113: Softmax/LogSoftmax normalising over axis 0, the batch axis of an (N, C) head."""
+    found = []
+    for s in signals:
+        if not _over_batch_axis(s.axis):
+            continue
+        op = "LogSoftmax" if s.log else "Softmax"
+        found.append(
+            make_finding(
+                "MSD113",
+                f"`{s.name}` ({op}) normalises over axis {s.axis}, the batch axis: each class score is "
+                "normalised across the samples of the batch instead of across the classes, so outputs depend on "
+                "the other samples and do not sum to 1 per sample.",
+                location=s.location,
+                evidence={"axis": s.axis, "op": op},
+                suggestion=f"Use `axis=-1` (the class axis of (N, C) logits) for the {op}.",
+            )
+        )
+    return found

@@ -1,0 +1,486 @@
+"""MSD201-MSD216: judge training signals (plain numbers) against DoctorConfig thresholds.
+
+Every rule is a pure function ``(TrainingHistory, DoctorConfig) -> list[Finding]``;
+none touches MindSpore. Rules re-run on every probed step over a bounded tail of
+the history, so a finding appears at the step its condition first holds.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Callable, Iterable
+
+from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.findings import Finding
+from mindspore_doctor.signals import StepSignals, TrainingHistory
+
+TrainingRule = Callable[[TrainingHistory, DoctorConfig], list[Finding]]
+_CLASSIFICATION_HINT = "classification loss (SoftmaxCrossEntropyWithLogits / CrossEntropyLoss / NLLLoss)"
+
+
+def _param_location(name: str) -> dict[str, str]:
+    return {"parameter": name, "cell": name.rsplit(".", 1)[0] if "." in name else ""}
+
+
+def _is_weight(history: TrainingHistory, name: str) -> bool:
+    """Matrices and kernels, not biases or normalisation scales (rank >= 2; unknown shape counts)."""
+    shape = history.parameter_shapes.get(name)
+    return shape is None or len(shape) >= 2
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _recent_probes(history: TrainingHistory, count: int) -> list[StepSignals]:
+    probed = [s for s in history.steps[-(count * 64 + 64):] if s.grad_norm or s.activations]
+    return probed[-count:]
+
+
+# --- loss --------------------------------------------------------------------------------
+
+
+def nonfinite_loss(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    for s in history.steps:
+        if s.loss is not None and not math.isfinite(s.loss):
+            return [
+                make_finding(
+                    "MSD201",
+                    f"The loss is {s.loss} at step {s.step}; training cannot recover from a non-finite loss.",
+                    step=s.step,
+                    evidence={"loss": s.loss, "step": s.step},
+                    suggestion="Look at MSD206 for the first tensor that went non-finite and at the repro bundle "
+                    "(repro_step<N>.npz) for the batch; guard divisions and logs with an epsilon, lower the "
+                    "learning rate, or clip gradients.",
+                )
+            ]
+    return []
+
+
+def _finite_losses(history: TrainingHistory) -> list[tuple[int, float]]:
+    return [(step, loss) for step, loss in history.losses if math.isfinite(loss)]
+
+
+def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    losses = _finite_losses(history)
+    w = config.loss_window
+    running_min = math.inf  # minimum of the losses before the current window
+    for end in range(w, len(losses)):
+        running_min = min(running_min, losses[end - w][1])
+        window_min = min(v for _, v in losses[end - w + 1 : end + 1])
+        if running_min > 0 and window_min >= config.diverge_factor * running_min:
+            step, loss = losses[end]
+            return [
+                make_finding(
+                    "MSD202",
+                    f"The loss stayed at or above {config.diverge_factor:g}x its running minimum "
+                    f"({running_min:.4g}) for {w} steps, up to {loss:.4g} at step {step}: training is diverging.",
+                    step=step,
+                    evidence={"running_min": running_min, "window_min": window_min, "loss": loss, "window": w},
+                    suggestion="Lower the learning rate (try 10x smaller), add a warm-up, or clip gradients.",
+                )
+            ]
+    return []
+
+
+def loss_not_decreasing(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    losses = _finite_losses(history)
+    w = config.loss_window
+    if len(losses) < 2 * w:
+        return []
+    first = statistics.fmean(v for _, v in losses[:w])
+    last = statistics.fmean(v for _, v in losses[-w:])
+    improvement = (first - last) / abs(first) if first else 0.0
+    if improvement >= config.min_improvement:
+        return []
+    step = losses[-1][0]
+    return [
+        make_finding(
+            "MSD203",
+            f"The mean loss over the last {w} steps ({last:.4g}) is only {improvement:.1%} below the first {w} "
+            f"steps ({first:.4g}); expected at least {config.min_improvement:.0%}.",
+            step=step,
+            evidence={"first_window_mean": first, "last_window_mean": last, "improvement": improvement, "window": w},
+            suggestion="Check that the optimizer holds the network's parameters and that the learning rate is not "
+            "tiny (MSD210), the labels match the inputs, and the loss is wired to the logits (MSD107).",
+        )
+    ]
+
+
+def loss_oscillating(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    losses = _finite_losses(history)
+    w = config.loss_window
+    if len(losses) < w + 1:
+        return []
+    scale = abs(losses[0][1]) or 1.0
+    for end in range(w, len(losses)):
+        window = [v for _, v in losses[end - w : end + 1]]
+        diffs = [b - a for a, b in zip(window, window[1:])]
+        flips = sum(1 for a, b in zip(diffs, diffs[1:]) if a * b < 0) / max(1, len(diffs) - 1)
+        amplitude = statistics.median(abs(d) for d in diffs) / scale
+        if flips >= config.oscillation_alternation and amplitude >= config.oscillation_amplitude:
+            step = losses[end][0]
+            return [
+                make_finding(
+                    "MSD204",
+                    f"The loss swings up and down on {flips:.0%} of the last {w} steps, by a median "
+                    f"{amplitude:.0%} of the initial loss: the step size overshoots.",
+                    step=step,
+                    evidence={"sign_flip_fraction": flips, "relative_amplitude": amplitude, "window": w},
+                    suggestion="Lower the learning rate or increase the batch size; with Momentum, lower the momentum.",
+                )
+            ]
+    return []
+
+
+def loss_suspiciously_low(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    for s in history.steps:
+        if s.step > config.early_steps:
+            break
+        if _finite(s.loss) and abs(s.loss) < config.low_loss:
+            return [
+                make_finding(
+                    "MSD205",
+                    f"The loss is already {s.loss:.3g} at step {s.step}, before the model could have learned "
+                    "anything: the labels may leak into the inputs, or the loss is not comparing predictions "
+                    "with labels.",
+                    step=s.step,
+                    evidence={"loss": s.loss, "threshold": config.low_loss},
+                    suggestion="Check the label column is not also an input feature and that the loss receives "
+                    "(logits, labels) in that order.",
+                )
+            ]
+    return []
+
+
+def unexpected_initial_loss(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    classes = history.num_classes
+    first = next((s for s in history.steps if s.loss is not None), None)
+    if not classes or classes < 2 or first is None or not _finite(first.loss):
+        return []
+    step, loss = first.step, first.loss
+    expected = math.log(classes)
+    if expected / config.initial_loss_factor <= loss <= expected * config.initial_loss_factor:
+        return []
+    return [
+        make_finding(
+            "MSD215",
+            f"The first loss is {loss:.4g}, but a freshly initialised {classes}-class classifier should start near "
+            f"ln({classes}) = {expected:.3g} (off by more than {config.initial_loss_factor:g}x).",
+            step=step,
+            evidence={"first_loss": loss, "expected": expected, "num_classes": classes},
+            suggestion="A much larger loss means over-confident init (large final-layer weights or logits scaled up); "
+            "a much smaller one means the loss is not a " + _CLASSIFICATION_HINT + " over these outputs.",
+        )
+    ]
+
+
+# --- tensors -----------------------------------------------------------------------------
+
+
+def nonfinite_tensor(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    order = {name: i for i, name in enumerate(history.parameter_order)}
+    for s in history.steps:
+        if not (s.grad_nonfinite or s.activations):
+            continue
+        act = sorted(
+            (a.order, path) for path, a in s.activations.items() if a.nonfinite or not math.isfinite(a.mean_abs)
+        )
+        weights = sorted((order.get(n, 1 << 30), n) for n, c in s.weight_nonfinite.items() if c)
+        grads = sorted((order.get(n, 1 << 30), n) for n, c in s.grad_nonfinite.items() if c)
+        if not (act or weights or grads):
+            continue
+        if act:
+            where, what = {"cell": act[0][1]}, f"the output of `{act[0][1]}`"
+        elif grads:
+            where, what = _param_location(grads[0][1]), f"the gradient of `{grads[0][1]}`"
+        else:
+            where, what = _param_location(weights[0][1]), f"the weight `{weights[0][1]}`"
+        return [
+            make_finding(
+                "MSD206",
+                f"NaN/Inf first appears in {what} at step {s.step} "
+                f"({len(grads)} gradient(s), {len(weights)} weight(s), {len(act)} activation(s) non-finite).",
+                location=where,
+                step=s.step,
+                evidence={
+                    "nonfinite_activations": [p for _, p in act],
+                    "nonfinite_gradients": [n for _, n in grads],
+                    "nonfinite_weights": [n for _, n in weights],
+                },
+                suggestion="Guard the operation feeding this tensor (epsilon in divisions, clamp before log/sqrt), "
+                "lower the learning rate, or clip gradients.",
+            )
+        ]
+    return []
+
+
+def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    probes = _recent_probes(history, config.persistent_probes)
+    if len(probes) < config.persistent_probes or not probes[-1].grad_mean_abs:
+        return []
+    found = []
+    last = probes[-1]
+    for name in history.parameter_order:
+        if not _is_weight(history, name):
+            continue
+        values = [p.grad_mean_abs.get(name) for p in probes]
+        if all(_finite(v) and v < config.vanishing_grad_mean for v in values):
+            found.append(
+                make_finding(
+                    "MSD207",
+                    f"Gradients of `{name}` vanish: mean |g| = {values[-1]:.3g} < {config.vanishing_grad_mean:g} "
+                    f"on the last {len(probes)} probed steps.",
+                    location=_param_location(name),
+                    step=last.step,
+                    evidence={"grad_mean_abs": values[-1], "threshold": config.vanishing_grad_mean},
+                    suggestion="Use ReLU-family activations or residual connections, He/Glorot init, "
+                    "normalisation layers; check nothing cuts the gradient (stop_gradient, integer casts).",
+                )
+            )
+    weights = [n for n in history.parameter_order if _is_weight(history, n) and n in last.grad_norm]
+    if not found and len(weights) >= 2:
+        first, final = weights[0], weights[-1]
+        ratios = [p.grad_norm.get(first, 0.0) / p.grad_norm[final] for p in probes if p.grad_norm.get(final)]
+        if len(ratios) == len(probes) and all(_finite(r) and r < config.vanishing_grad_ratio for r in ratios):
+            found.append(
+                make_finding(
+                    "MSD207",
+                    f"Gradients vanish towards the input: |g| of the first layer `{first}` is {ratios[-1]:.2g}x "
+                    f"that of the last layer `{final}` (threshold {config.vanishing_grad_ratio:g}).",
+                    location=_param_location(first),
+                    step=last.step,
+                    evidence={"first_last_ratio": ratios[-1], "first": first, "last": final},
+                    suggestion="Add normalisation or residual connections; avoid saturating activations "
+                    "(Sigmoid/Tanh) in deep stacks.",
+                )
+            )
+    return found
+
+
+def exploding_gradient(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    norms = [(s.step, s.global_grad_norm) for s in history.steps if s.grad_norm]
+    norms = [(step, n) for step, n in norms if _finite(n)]
+    if len(norms) < 2:
+        return []
+    first = norms[0][1]
+    growth_run = 0
+    for (_, prev), (step, cur) in zip(norms, norms[1:]):
+        growth_run = growth_run + 1 if prev > 0 and cur > config.exploding_grad_growth * prev else 0
+        overall = cur / first if first > 0 else 0.0
+        if growth_run >= 3 or overall > config.exploding_grad_ratio:
+            return [
+                make_finding(
+                    "MSD208",
+                    f"The global gradient norm exploded to {cur:.4g} at step {step} "
+                    f"({overall:.3g}x its first value {first:.3g}; grew >{config.exploding_grad_growth:g}x on "
+                    f"{growth_run} consecutive probes).",
+                    step=step,
+                    evidence={"global_grad_norm": cur, "first": first, "ratio": overall, "growth_run": growth_run},
+                    suggestion="Lower the learning rate, clip gradients (ops.clip_by_global_norm), "
+                    "or add normalisation layers.",
+                )
+            ]
+    return []
+
+
+def weights_not_updating(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    probes = [p for p in _recent_probes(history, config.persistent_probes) if p.update_abs]
+    if len(probes) < config.persistent_probes:
+        return []
+    found = []
+    for name in history.parameter_order:
+        rows = [(p.update_abs.get(name), p.weight_mean_abs.get(name, 0.0)) for p in probes]
+        if all(d is not None and d <= config.frozen_update_atol + config.frozen_update_rtol * w for d, w in rows):
+            found.append(
+                make_finding(
+                    "MSD209",
+                    f"`{name}` is not updating: max |dw| = {rows[-1][0]:.3g} on the last {len(rows)} probed steps "
+                    f"(mean |w| = {rows[-1][1]:.3g}).",
+                    location=_param_location(name),
+                    step=probes[-1].step,
+                    evidence={"max_abs_update": rows[-1][0], "weight_mean_abs": rows[-1][1]},
+                    suggestion="Its gradient is zero: check the cell is used on the path to the loss, that no "
+                    "stop_gradient or integer cast cuts it, and that its learning rate is not zero.",
+                )
+            )
+    return found
+
+
+def _update_ratio_rule(code: str, too_small: bool) -> TrainingRule:
+    def rule(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+        probes = [p for p in _recent_probes(history, max(3, config.persistent_probes)) if p.update_ratio]
+        if len(probes) < config.persistent_probes:
+            return []
+        found = []
+        for name in history.parameter_order:
+            values = [p.update_ratio.get(name) for p in probes]
+            if not _is_weight(history, name) or not all(_finite(v) for v in values):
+                continue
+            ratio = statistics.median(values)
+            moved = all(p.update_abs.get(name, 1.0) > config.frozen_update_atol for p in probes)
+            bad = (ratio < config.update_ratio_min and moved) if too_small else ratio > config.update_ratio_max
+            if not bad:
+                continue
+            bound = config.update_ratio_min if too_small else config.update_ratio_max
+            found.append(
+                make_finding(
+                    code,
+                    f"Updates of `{name}` are {ratio:.2g} of its magnitude per step (mean|dw|/mean|w|, median of "
+                    f"{len(values)} probes); healthy is about 1e-3, threshold {bound:g}.",
+                    location=_param_location(name),
+                    step=probes[-1].step,
+                    evidence={"update_ratio": ratio, "threshold": bound},
+                    suggestion=("Raise the learning rate (about 10x) or check weight decay / lr schedule."
+                                if too_small else
+                                "Lower the learning rate (about 10x) or add warm-up; large updates wipe out "
+                                "what the layer learned."),
+                )
+            )
+        return found
+
+    return rule
+
+
+update_ratio_too_small = _update_ratio_rule("MSD210", too_small=True)
+update_ratio_too_large = _update_ratio_rule("MSD211", too_small=False)
+
+
+def _activation_fraction_rule(code: str, attribute: str, kinds: tuple[str, ...], what: str, fix: str) -> TrainingRule:
+    def rule(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+        probes = [p for p in _recent_probes(history, config.persistent_probes) if p.activations]
+        if len(probes) < config.persistent_probes:
+            return []
+        threshold = config.dead_relu_fraction if code == "MSD212" else config.saturated_fraction
+        found = []
+        for path, stats in probes[-1].activations.items():
+            if stats.kind not in kinds:
+                continue
+            values = [getattr(p.activations[path], attribute) for p in probes if path in p.activations]
+            if len(values) == len(probes) and all(v > threshold for v in values):
+                found.append(
+                    make_finding(
+                        code,
+                        f"{values[-1]:.2%} of `{path}` ({stats.kind}) {what} on the last {len(values)} probed steps "
+                        f"(threshold {threshold:.1%}).",
+                        location={"cell": path},
+                        step=probes[-1].step,
+                        evidence={attribute: values[-1], "threshold": threshold, "kind": stats.kind},
+                        suggestion=fix,
+                    )
+                )
+        return found
+
+    return rule
+
+
+dead_relu = _activation_fraction_rule(
+    "MSD212",
+    "dead_fraction",
+    ("relu", "relu6"),
+    "outputs are <= 0",
+    "Lower the learning rate, use He init and a small positive bias, or LeakyReLU/GELU; check the input is "
+    "normalised.",
+)
+saturated_activation = _activation_fraction_rule(
+    "MSD213",
+    "saturated_fraction",
+    ("sigmoid", "tanh"),
+    "inputs sit in the flat tails (zero gradient)",
+    "Normalise the inputs, add BatchNorm/LayerNorm before the activation, use Glorot init or ReLU.",
+)
+
+
+def activation_exploding(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    probes = _recent_probes(history, 1)
+    if not probes or not probes[-1].activations:
+        return []
+    ordered = sorted(probes[-1].activations.items(), key=lambda kv: kv[1].order)
+    means = [(path, a.mean_abs) for path, a in ordered if _finite(a.mean_abs)]
+    if len(means) < 2:
+        return []
+    path, top = max(means, key=lambda pm: pm[1])
+    growing = all(b[1] >= a[1] for a, b in zip(means, means[1:]))
+    if top < config.activation_explode or not growing or means[-1][1] <= means[0][1]:
+        return []
+    return [
+        make_finding(
+            "MSD216",
+            f"Activations grow through the network up to mean |a| = {top:.3g} at `{path}` "
+            f"(from {means[0][1]:.3g} at `{means[0][0]}`; threshold {config.activation_explode:g}).",
+            location={"cell": path},
+            step=probes[-1].step,
+            evidence={"mean_abs_by_cell": dict(means), "threshold": config.activation_explode},
+            suggestion="Scale the initialisation down (He/Glorot for the fan-in), add normalisation layers, or "
+            "normalise the inputs.",
+        )
+    ]
+
+
+def loss_scale_overflow(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    flags = [(s.step, s.overflow, s.loss_scale) for s in history.steps if s.overflow is not None]
+    # Dynamic loss scaling overflows on purpose while it calibrates: count from the first clean step.
+    start = next((i for i, (_, o, _) in enumerate(flags) if not o), None)
+    counted = flags[start:] if start is not None and start < len(flags) // 2 else flags
+    if len(counted) < 10:
+        return []
+    rate = sum(1 for _, o, _ in counted if o) / len(counted)
+    if rate <= config.overflow_rate:
+        return []
+    step, _, scale = counted[-1]
+    return [
+        make_finding(
+            "MSD214",
+            f"The loss-scale cell overflowed on {rate:.0%} of {len(counted)} steps (threshold "
+            f"{config.overflow_rate:.0%}); those steps skip the weight update. Current loss scale: {scale}.",
+            step=step,
+            evidence={"overflow_rate": rate, "steps": len(counted), "loss_scale": scale},
+            suggestion="Use DynamicLossScaleManager instead of a fixed scale, or a smaller fixed loss_scale; "
+            "check for fp16 overflow in the forward pass (keep BatchNorm/Softmax in fp32).",
+        )
+    ]
+
+
+def train_mode_off(cells_not_training: Iterable[str], step: int | None) -> list[Finding]:
+    """MSD105 (dynamic part): cells left in eval mode while the network trains."""
+    cells = list(cells_not_training)
+    if not cells:
+        return []
+    return [
+        make_finding(
+            "MSD105",
+            f"`{cells[0]}` is in eval mode (training=False) while the network trains"
+            + (f", and {len(cells) - 1} more cell(s)" if len(cells) > 1 else "")
+            + ": its BatchNorm uses moving statistics and Dropout does nothing.",
+            location={"cell": cells[0]},
+            step=step,
+            evidence={"cells": cells},
+            suggestion="Do not call set_train(False) on part of the network during training; to freeze BatchNorm "
+            "statistics on purpose, set use_batch_statistics=False and say so in a suppression.",
+        )
+    ]
+
+
+#: (codes, rule) in the order they run; the callback disables one pair if it raises (MSD001).
+TRAINING_RULES: list[tuple[tuple[str, ...], TrainingRule]] = [
+    (("MSD201",), nonfinite_loss),
+    (("MSD202",), loss_diverging),
+    (("MSD203",), loss_not_decreasing),
+    (("MSD204",), loss_oscillating),
+    (("MSD205",), loss_suspiciously_low),
+    (("MSD206",), nonfinite_tensor),
+    (("MSD207",), vanishing_gradient),
+    (("MSD208",), exploding_gradient),
+    (("MSD209",), weights_not_updating),
+    (("MSD210",), update_ratio_too_small),
+    (("MSD211",), update_ratio_too_large),
+    (("MSD212",), dead_relu),
+    (("MSD213",), saturated_activation),
+    (("MSD214",), loss_scale_overflow),
+    (("MSD215",), unexpected_initial_loss),
+    (("MSD216",), activation_exploding),
+]
+
+#: Rules that need the in-graph probes (skipped, MSD002, in sink mode or when probes cannot be installed).
+PROBE_CODES = ("MSD206", "MSD207", "MSD208", "MSD209", "MSD210", "MSD211", "MSD212", "MSD213", "MSD216")

@@ -1,0 +1,97 @@
+"""Glue between live cells and the AST analysis of their classes (object mode), and
+between a parsed file and the same analysis (source mode).
+
+MindSpore's own cells are trusted and not parsed; a user class whose construct
+cannot be read yields one MSD002 per check and class, and the check goes on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.findings import Finding
+from mindspore_doctor.static.ast_construct import (
+    ClassSource,
+    ConstructUnavailable,
+    Resolver,
+    class_source,
+    module_classes,
+)
+
+
+def is_library_object(obj: Any) -> bool:
+    """MindSpore's own cells and primitives (their construct is trusted, not linted)."""
+    return (type(obj).__module__ or "").split(".")[0] == "mindspore"
+
+
+def object_resolver(cell: Any) -> Resolver:
+    """``self.<attr>`` -> type name of the child cell / primitive the instance really holds."""
+
+    def resolve(attr: str) -> str | None:
+        held = cell.__dict__.get("_cells", {}).get(attr) or cell.__dict__.get("_primitives", {}).get(attr)
+        if held is None:
+            held = cell.__dict__.get(attr)
+        return type(held).__name__ if held is not None and not isinstance(held, (int, float, str, bool)) else None
+
+    return resolve
+
+
+def source_resolver(source: ClassSource) -> Resolver:
+    """``self.<attr>`` -> callee of its ``self.<attr> = Callee(...)`` line in ``__init__``."""
+    assignments = source.init_assignments()
+    return lambda attr: assignments[attr].callee if attr in assignments else None
+
+
+@dataclass(frozen=True)
+class AnalysedCell:
+    path: str
+    cell: Any
+    source: ClassSource
+    instances: tuple[str, ...]
+    """Every cell path holding an instance of this class (the analysis is per class)."""
+
+
+def skipped(check: str, codes: tuple[str, ...], why: str, location: dict[str, Any]) -> Finding:
+    return make_finding(
+        "MSD002",
+        f"check `{check}` ({', '.join(codes)}) skipped for {why}",
+        location={"check": check, **location},
+        evidence={"codes": list(codes)},
+    )
+
+
+def user_classes(cells: dict[str, Any], check: str, codes: tuple[str, ...]) -> tuple[list[AnalysedCell], list[Finding]]:
+    """One entry per user-defined cell class in ``cells`` (path -> Cell), first instance first."""
+    by_class: dict[type, list[str]] = {}
+    for path, cell in cells.items():
+        if not is_library_object(cell):
+            by_class.setdefault(type(cell), []).append(path)
+    analysed, skips = [], []
+    for cls, paths in by_class.items():
+        try:
+            source = class_source(cls)
+        except ConstructUnavailable as why:
+            skips.append(skipped(check, codes, f"`{paths[0] or '<root>'}`: {why}", {"cell": paths[0]}))
+            continue
+        analysed.append(AnalysedCell(paths[0], cells[paths[0]], source, tuple(paths)))
+    return analysed, skips
+
+
+def source_classes(tree: Any, file: str) -> Iterator[tuple[ClassSource, Resolver]]:
+    for source in module_classes(tree, file):
+        yield source, source_resolver(source)
+
+
+def init_labels(tree: Any, file: str) -> dict[int, str]:
+    """Line -> ``Class.attr`` for ``self.attr = Call(...)`` lines in ``__init__`` (names for source findings)."""
+    return {
+        assignment.line: f"{source.name}.{attr}"
+        for source in module_classes(tree, file)
+        for attr, assignment in source.init_assignments().items()
+    }
+
+
+def child_path(parent: str, name: str) -> str:
+    return f"{parent}.{name}" if parent else name
+

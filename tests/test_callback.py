@@ -1,0 +1,341 @@
+"""The Doctor callback on real (tiny) trainings: each MSD2xx rule fires on a broken network, healthy ones stay quiet."""
+from __future__ import annotations
+
+import json
+
+import mindspore as ms
+import mindspore.dataset as ds
+import numpy as np
+import pytest
+from mindspore import nn, ops
+from mindspore.common.initializer import Constant, Normal
+from mindspore.train import Callback, LossMonitor, Model, ModelCheckpoint, CheckpointConfig, TimeMonitor
+
+from mindspore_doctor import Doctor
+from mindspore_doctor.rules import training as training_rules
+
+QUIET = ("MSD3",)  # data checks have their own tests; these tiny synthetic sets are legitimately small
+
+
+def _dataset(n=128, features=8, classes=2, batch=16, image=None, poison_batch=None, target="class"):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, *(image or (features,)))).astype(np.float32)
+    flat = x.reshape(n, -1)
+    label = (flat[:, 0] > 0).astype(np.int32) % classes if target == "class" else np.zeros((n, 1), np.float32)
+    if poison_batch is not None:
+        x[poison_batch * batch] = np.inf
+    return ds.NumpySlicesDataset({"x": x, "label": label}, shuffle=False).batch(batch)
+
+
+class MLP(nn.Cell):
+    def __init__(self, features=8, hidden=16, classes=2, act=None, weight_init="normal", scale=1.0, bias=0.0):
+        super().__init__()
+        self.fc1 = nn.Dense(features, hidden, weight_init=weight_init, bias_init=Constant(bias))
+        self.relu1 = act or nn.ReLU()
+        self.fc2 = nn.Dense(hidden, classes)
+        self.scale = scale
+
+    def construct(self, x):
+        return self.fc2(self.relu1(self.fc1(x * self.scale)))
+
+
+def _train(net, data, doctor, *, loss=None, opt=None, epochs=2, lr=0.05, sink=False, callbacks=(), **model_kw):
+    loss = loss or nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    opt = opt or nn.Momentum(net.trainable_params(), lr, 0.9)
+    model = Model(net, loss, opt, **model_kw)
+    model.train(epochs, data, callbacks=[*callbacks, doctor], dataset_sink_mode=sink)
+    return model
+
+
+def _problems(doctor):
+    return {f.code for f in doctor.report.at_least("warning")}
+
+
+# --- do no harm ------------------------------------------------------------------------------
+
+
+class SmallConvNet(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, pad_mode="same")
+        self.relu = nn.ReLU()
+        self.flatten = nn.Flatten()
+        self.fc = nn.Dense(4 * 8 * 8, 2)
+
+    def construct(self, x):
+        return self.fc(self.flatten(self.relu(self.conv(x))))
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_final_weights_bitwise_identical_with_and_without_doctor(exec_mode, optimizer):
+    def run(with_doctor):
+        ms.set_seed(0)
+        net = SmallConvNet()
+        opt = (nn.Adam(net.trainable_params(), 1e-3) if optimizer == "adam"
+               else nn.Momentum(net.trainable_params(), 0.05, 0.9))
+        callbacks = [Doctor(ignore=QUIET)] if with_doctor else []
+        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), opt)
+        model.train(2, _dataset(n=96, image=(1, 8, 8)), callbacks=callbacks, dataset_sink_mode=False)
+        return {p.name: p.asnumpy() for p in model._train_network.get_parameters()}  # pylint: disable=protected-access
+
+    plain, doctored = run(False), run(True)
+    assert plain.keys() == doctored.keys()  # no probe buffer leaks into the train network
+    for name, value in plain.items():
+        assert np.array_equal(value, doctored[name]), name
+
+
+# --- healthy networks ---------------------------------------------------------------------------
+
+
+class TinyResNet(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 4, 3, pad_mode="same", has_bias=False)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv = nn.Conv2d(4, 4, 3, pad_mode="same", has_bias=False)
+        self.bn2 = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU()
+        self.pool = ops.ReduceMean(keep_dims=False)
+        self.fc = nn.Dense(4, 2)
+
+    def construct(self, x):
+        x = self.relu(self.bn1(self.stem(x)))
+        x = self.relu(x + self.bn2(self.conv(x)))
+        return self.fc(self.pool(x, (2, 3)))
+
+
+class TinyLSTM(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 8, batch_first=True)
+        self.fc = nn.Dense(8, 2)
+
+    def construct(self, x):
+        out, _ = self.lstm(x)
+        return self.fc(out[:, -1, :])
+
+
+class TinyLeNet(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, pad_mode="valid")
+        self.conv2 = nn.Conv2d(4, 8, 3, pad_mode="valid")
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2, 2)
+        self.flatten = nn.Flatten()
+        self.fc1 = nn.Dense(8, 16)
+        self.fc2 = nn.Dense(16, 2)
+
+    def construct(self, x):
+        x = self.pool(self.relu(self.conv1(x)))
+        x = self.relu(self.conv2(x))
+        x = self.pool(x)
+        return self.fc2(self.relu(self.fc1(self.flatten(x))))
+
+
+HEALTHY = {
+    "mlp": (lambda: MLP(), dict()),
+    "lenet": (TinyLeNet, dict(image=(1, 12, 12))),
+    "resnet_bn": (TinyResNet, dict(image=(1, 8, 8))),
+    "lstm": (TinyLSTM, dict(image=(6, 4))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEALTHY))
+def test_healthy_networks_train_without_warnings(exec_mode, name):
+    build, data_kw = HEALTHY[name]
+    doctor = Doctor(ignore=QUIET, probe_every=4)
+    _train(build(), _dataset(n=160, **data_kw), doctor, epochs=2, lr=0.02)
+    assert doctor.report.at_least("warning") == [], str(doctor.report)
+    assert len(doctor.history.probed()) >= 4
+    assert all(np.isfinite(loss) for _, loss in doctor.history.losses)
+
+
+# --- each rule fires on a network that has the problem -----------------------------------------
+
+
+def test_nonfinite_loss_at_the_right_step_names_first_cell_and_saves_repro(tmp_path):
+    doctor = Doctor(tmp_path, ignore=QUIET, probe_every=1)
+    _train(MLP(), _dataset(poison_batch=4), doctor, epochs=1)
+    (nan,) = doctor.report.by_code("MSD201")
+    assert nan.step == 5  # batch index 4 is step 5
+    (first,) = doctor.report.by_code("MSD206")
+    assert first.step == 5 and first.location == {"cell": "relu1"}
+    bundle = np.load(tmp_path / "repro_step5.npz")
+    assert np.isinf(bundle["input_0"]).any()
+    meta = json.loads((tmp_path / "repro_step5.json").read_text())
+    assert meta["step"] == 5
+    report = json.loads((tmp_path / "doctor_report.json").read_text())
+    assert {"MSD201", "MSD206"} <= {f["code"] for f in report["findings"]}
+    assert json.loads((tmp_path / "doctor_history.json").read_text())["steps"][0]["step"] == 1
+
+
+def test_stop_on_error_stops_training_at_the_nonfinite_loss():
+    doctor = Doctor(ignore=QUIET, stop_on="error")
+    _train(MLP(), _dataset(poison_batch=2), doctor, epochs=2)
+    assert doctor.history.steps[-1].step == 3  # 16 steps without the stop
+
+
+class ZeroedHead(nn.Cell):
+    """fc2 is multiplied by zero: its weights get no gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Dense(8, 16)
+        self.relu1 = nn.ReLU()
+        self.fc2 = nn.Dense(16, 2)
+        self.skip = nn.Dense(8, 2)
+
+    def construct(self, x):
+        return self.skip(x) + 0.0 * self.fc2(self.relu1(self.fc1(x)))
+
+
+def test_weights_not_updating_and_vanishing_gradient():
+    doctor = Doctor(ignore=QUIET, probe_every=2)
+    _train(ZeroedHead(), _dataset(), doctor, epochs=1)
+    stuck = {f.location.get("parameter") for f in doctor.report.by_code("MSD209")}
+    assert {"fc1.weight", "fc2.weight"} <= stuck and "skip.weight" not in stuck
+    assert "fc1.weight" in {f.location.get("parameter") for f in doctor.report.by_code("MSD207")}
+
+
+@pytest.mark.parametrize("lr, code", [(20.0, "MSD211"), (1e-8, "MSD210")])
+def test_update_ratio_out_of_range(lr, code):
+    doctor = Doctor(ignore=QUIET, probe_every=2)
+    net = MLP()
+    _train(net, _dataset(), doctor, opt=nn.SGD(net.trainable_params(), lr), epochs=1)
+    assert code in doctor.report.codes()
+    assert ({"MSD210", "MSD211"} - {code}).isdisjoint(doctor.report.codes())
+
+
+def test_dead_relu():
+    doctor = Doctor(ignore=QUIET, probe_every=2)
+    _train(MLP(bias=-100.0), _dataset(), doctor, epochs=1)
+    (dead,) = doctor.report.by_code("MSD212")
+    assert dead.location == {"cell": "relu1"} and dead.evidence["dead_fraction"] == 1.0
+
+
+def test_saturated_sigmoid_but_not_healthy_sigmoid():
+    doctor = Doctor(ignore=QUIET, probe_every=2)
+    _train(MLP(act=nn.Sigmoid(), scale=200.0), _dataset(), doctor, epochs=1)
+    assert "MSD213" in doctor.report.codes()
+    healthy = Doctor(ignore=QUIET, probe_every=2)
+    _train(MLP(act=nn.Sigmoid()), _dataset(), healthy, epochs=1)
+    assert "MSD213" not in healthy.report.codes()
+
+
+class Deep(nn.Cell):
+    def __init__(self, sigma):
+        super().__init__()
+        self.fc1 = nn.Dense(8, 32, weight_init=Normal(sigma))
+        self.act1 = nn.ReLU()
+        self.fc2 = nn.Dense(32, 32, weight_init=Normal(sigma))
+        self.act2 = nn.ReLU()
+        self.fc3 = nn.Dense(32, 32, weight_init=Normal(sigma))
+        self.act3 = nn.ReLU()
+        self.head = nn.Dense(32, 2, weight_init=Normal(sigma))
+
+    def construct(self, x):
+        return self.head(self.act3(self.fc3(self.act2(self.fc2(self.act1(self.fc1(x)))))))
+
+
+def test_activation_exploding_and_unexpected_initial_loss():
+    doctor = Doctor(ignore=QUIET, probe_every=2)
+    _train(Deep(3.0), _dataset(), doctor, epochs=1, lr=1e-6)
+    assert {"MSD215", "MSD216"} <= doctor.report.codes()
+    assert doctor.report.by_code("MSD215")[0].step == 1
+    calm = Doctor(ignore=QUIET, probe_every=2)
+    _train(Deep(0.1), _dataset(), calm, epochs=1, lr=1e-2)
+    assert {"MSD215", "MSD216"}.isdisjoint(calm.report.codes())
+
+
+class BigLoss(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.ce = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+
+    def construct(self, logits, label):
+        return self.ce(logits, label) * 1e20
+
+
+@pytest.mark.parametrize("scale, fires", [(1e20, True), (1.0, False)])
+def test_loss_scale_overflow_rate(scale, fires):
+    from mindspore.amp import FixedLossScaleManager
+
+    doctor = Doctor(ignore=QUIET + ("MSD215",), probe_every=4)
+    _train(MLP(), _dataset(), doctor, loss=BigLoss(), epochs=2, lr=1e-30,
+           loss_scale_manager=FixedLossScaleManager(scale, drop_overflow_update=True))
+    assert all(s.overflow is not None for s in doctor.history.steps)
+    assert ("MSD214" in doctor.report.codes()) is fires
+
+
+def test_loss_suspiciously_low_on_all_zero_regression_targets():
+    net = nn.Dense(8, 1, weight_init="zeros")
+    doctor = Doctor(ignore=QUIET + ("MSD108",), probe_every=4)
+    _train(net, _dataset(target="zeros"), doctor, loss=nn.MSELoss(), epochs=1)
+    assert "MSD205" in doctor.report.codes()
+
+
+def test_loss_not_decreasing_with_a_frozen_learning_rate():
+    doctor = Doctor(ignore=QUIET + ("MSD210", "MSD111"), loss_window=8)
+    _train(MLP(), _dataset(), doctor, epochs=3, lr=1e-9)
+    assert "MSD203" in doctor.report.codes()
+
+
+class FreezeBatchNormStats(Callback):
+    """A user hack that leaves one BatchNorm in eval mode while the network trains."""
+
+    def __init__(self, cell):
+        self.cell = cell
+
+    def on_train_begin(self, run_context):
+        self.cell.set_train(False)
+
+
+def test_cell_left_in_eval_mode_while_training():
+    net = TinyResNet()
+    doctor = Doctor(ignore=QUIET, probe_every=4)
+    _train(net, _dataset(image=(1, 8, 8)), doctor, epochs=1, callbacks=[FreezeBatchNormStats(net.bn2)])
+    (mode,) = doctor.report.by_code("MSD105")
+    assert mode.location == {"cell": "bn2"}
+
+
+# --- robustness ---------------------------------------------------------------------------------
+
+
+def test_a_check_that_raises_becomes_msd001_and_training_finishes(monkeypatch):
+    def broken(history, config):
+        raise RuntimeError("probe exploded")
+
+    monkeypatch.setattr(training_rules, "TRAINING_RULES", [(("MSD207",), broken), *training_rules.TRAINING_RULES])
+    doctor = Doctor(ignore=QUIET, probe_every=2)
+    _train(MLP(), _dataset(), doctor, epochs=2)
+    (internal,) = doctor.report.by_code("MSD001")
+    assert "probe exploded" in internal.message and "Traceback" in internal.evidence["traceback"]
+    assert doctor.history.steps[-1].step == 16
+
+
+def test_sink_mode_reads_loss_per_sink_and_skips_probes():
+    doctor = Doctor(ignore=QUIET)
+    _train(MLP(), _dataset(), doctor, epochs=2, sink=True)
+    assert [s.step for s in doctor.history.steps] == [8, 16]
+    skipped = doctor.report.by_code("MSD002")
+    assert any("MSD207" in f.evidence.get("codes", []) for f in skipped)
+
+
+def test_user_built_train_cell_and_other_callbacks(tmp_path):
+    from mindspore.train import SummaryCollector
+
+    net = MLP()
+    opt = nn.Adam(net.trainable_params(), 1e-2)
+    train_cell = nn.TrainOneStepCell(nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True,
+                                                                                            reduction="mean")), opt)
+    doctor = Doctor(tmp_path / "doctor", ignore=QUIET, probe_every=4)
+    checkpoint = ModelCheckpoint("net", str(tmp_path / "ckpt"), config=CheckpointConfig(save_checkpoint_steps=8))
+    callbacks = [LossMonitor(8), TimeMonitor(), checkpoint, SummaryCollector(str(tmp_path / "summary")), doctor]
+    Model(train_cell).train(2, _dataset(), callbacks=callbacks, dataset_sink_mode=False)
+    assert len(doctor.history.probed()) >= 4 and doctor.report.at_least("warning") == []
+    assert type(train_cell) is nn.TrainOneStepCell and type(net.relu1) is nn.ReLU  # classes restored
+    assert train_cell.optimizer is opt
+    saved = ms.load_checkpoint(str(sorted((tmp_path / "ckpt").glob("*.ckpt"))[-1]))
+    assert not any("msdoctor" in name for name in saved)
+    assert (tmp_path / "doctor" / "doctor_report.json").exists()
