@@ -90,7 +90,9 @@ def _onehot(width):
 
 
 def _model_size(n, hidden):
-    return {"train_ds": _dataset(_table(n), _labels(n)), "network": _net(hidden=hidden)}
+    """A regression target: only the parameters-per-sample half of MSD307 can fire."""
+    target = rng.normal(size=(n, 1)).astype(np.float32)
+    return {"train_ds": _dataset(_table(n), target), "network": _net(classes=1, hidden=hidden)}
 
 
 def _rare_class(count):
@@ -128,7 +130,7 @@ CASES = {
     "MSD306": (lambda: _label_range(3), lambda: _label_range(2)),
     "MSD306-negative": (lambda: _negative_labels(-1), lambda: _negative_labels(0)),
     "MSD306-onehot": (lambda: _onehot(4), lambda: _onehot(3)),
-    "MSD307-params": (lambda: _model_size(120, 2048), lambda: _model_size(N, 16)),
+    "MSD307-params": (lambda: _model_size(120, 20000), lambda: _model_size(120, 16)),
     "MSD307-per-class": (lambda: _rare_class(60), lambda: _rare_class(120)),
     "MSD308": (lambda: _eval_scaled(50, 120), lambda: _eval_scaled(1.0, 0.0)),
     "MSD309": (lambda: _eval_overlap(20), lambda: _eval_overlap(0)),

@@ -57,7 +57,7 @@ MODEL = textwrap.dedent(
 )
 
 
-def _line_of(text: str, needle: str) -> int:
+def _line_of(needle: str) -> int:
     return next(i for i, line in enumerate(MODEL.splitlines(), 1) if needle in line)
 
 
@@ -90,19 +90,19 @@ def locator(model_module):
 def test_cell_points_at_the_statement_that_built_it(locator, cell, needle):
     span = locator.cell(cell)
     assert span is not None and Path(span.file).name == "model.py"
-    assert span.line == _line_of(MODEL, needle)
+    assert span.line == _line_of(needle)
 
 
 def test_parameter_points_at_its_assignment_or_its_owning_cell(locator):
-    assert locator.parameter("body.1.scale").line == _line_of(MODEL, "self.scale = Parameter")
-    assert locator.parameter("a.weight").line == _line_of(MODEL, "self.a, self.b =")
+    assert locator.parameter("body.1.scale").line == _line_of("self.scale = Parameter")
+    assert locator.parameter("a.weight").line == _line_of("self.a, self.b =")
     assert locator.parameter("no.such.param") is None
 
 
 def test_subclass_assignment_overrides_the_base_class(model_module):
     locator = CellLocator(dict(model_module.Wider().cells_and_names()))
-    assert locator.cell("b").line == _line_of(MODEL, "self.b = nn.Dense(2, 2)  # msdoctor")
-    assert locator.cell("a").line == _line_of(MODEL, "self.a, self.b =")
+    assert locator.cell("b").line == _line_of("self.b = nn.Dense(2, 2)  # msdoctor")
+    assert locator.cell("a").line == _line_of("self.a, self.b =")
 
 
 def _resolve(network, *findings):
@@ -128,7 +128,7 @@ def test_resolve_attaches_file_and_line_and_applies_suppressions(model_module):
         "not listed: kept",
         "no cell: untouched",
     ]
-    assert kept[0].location["line"] == _line_of(MODEL, "self.drop = nn.Dropout")
+    assert kept[0].location["line"] == _line_of("self.drop = nn.Dropout")
     assert kept[0].location["file"].endswith("model.py")
     assert "file" not in kept[3].location
 
@@ -187,5 +187,5 @@ def test_network_inside_a_library_wrapper_points_at_user_code(model_module):
 
     locator = CellLocator(dict(nn.WithLossCell(model_module.Net(), nn.MSELoss()).cells_and_names()))
     assert locator.cell("") is None  # WithLossCell is MindSpore's, not the user's
-    assert locator.cell("_backbone").line == _line_of(MODEL, "class Net")
-    assert locator.cell("_backbone.body.1.drop").line == _line_of(MODEL, "self.drop = nn.Dropout")
+    assert locator.cell("_backbone").line == _line_of("class Net")
+    assert locator.cell("_backbone.body.1.drop").line == _line_of("self.drop = nn.Dropout")

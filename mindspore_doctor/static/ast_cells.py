@@ -21,8 +21,10 @@ from mindspore_doctor.static.ast_construct import (
 
 
 def is_library_object(obj: Any) -> bool:
-    """MindSpore's own cells and primitives (their construct is trusted, not linted)."""
-    return (type(obj).__module__ or "").split(".")[0] == "mindspore"
+    """MindSpore's own cells and primitives, and user subclasses that keep MindSpore's
+    ``construct`` (their forward pass is trusted, not linted)."""
+    owner = next((k for k in type(obj).__mro__ if "construct" in k.__dict__), type(obj))
+    return (owner.__module__ or "").split(".")[0] == "mindspore"
 
 
 def object_resolver(cell: Any) -> Resolver:
