@@ -96,31 +96,8 @@ def build_config(args: argparse.Namespace) -> tuple[DoctorConfig, Severity]:
 # --- lint -----------------------------------------------------------------------------------
 
 
-def _objects_needed_finding(config: DoctorConfig) -> Any:
-    """One MSD002 saying which rules ``--no-import`` could not run (they need the built objects)."""
-    from mindspore_doctor.static.inspector import _check_modules, selector
-
-    wanted = selector(config)
-    modules = _check_modules()
-    source_codes = {c for m in modules for check in getattr(m, "SOURCE_CHECKS", []) for c in check.codes}
-    object_codes = {c for m in modules for check in getattr(m, "CHECKS", []) for c in check.codes}
-    skipped = sorted(c for c in object_codes - source_codes if wanted(c))
-    if not skipped or not wanted("MSD002"):
-        return None
-    return make_finding(
-        "MSD002",
-        f"--no-import: {len(skipped)} rule(s) need the built network, loss and optimizer and were not run: "
-        + ", ".join(skipped),
-        location={"check": "no-import"},
-        evidence={"codes": skipped},
-        suggestion="Lint without --no-import (this executes the file) to run them.",
-    )
-
-
 def lint_target(args: argparse.Namespace, config: DoctorConfig) -> Report:
     """Lint every target TARGET resolves to; merge into one report whose locations name the target."""
-    from mindspore_doctor.static.source import drop_suppressed
-
     merged = Report(meta={"targets": []})
     if args.no_import:
         path = Path(args.target)
@@ -134,10 +111,8 @@ def lint_target(args: argparse.Namespace, config: DoctorConfig) -> Report:
             raise UsageError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read {path}: {exc}") from None
-        findings = drop_suppressed(report.findings)
-        skipped = _objects_needed_finding(config)
         merged.meta["targets"].append(str(path))
-        merged.extend(findings + ([skipped] if skipped else []))
+        merged.extend(report.findings)
         return merged
 
     from mindspore_doctor.static.inspector import lint

@@ -12,6 +12,8 @@ from enum import Enum
 from typing import Any, Iterable
 
 REPORT_VERSION = 1
+_WHERE_KEYS = ("parameter", "cell", "column", "optimizer", "check")
+"""Location keys that name *what* a finding is about, most specific first."""
 TOOL_NAME = "mindspore_doctor"
 
 
@@ -70,7 +72,14 @@ class Finding:
     def where(self) -> str:
         """Short human location: ``cell``/``parameter`` and ``file:line`` when known."""
         loc = self.location
-        parts = [str(loc[k]) for k in ("parameter", "cell") if loc.get(k)][:1]
+        parts = []
+        name = next((loc[k] for k in _WHERE_KEYS if loc.get(k) not in (None, "")), None)
+        if name is not None:
+            parts.append(f"{loc['dataset']}:{name}" if loc.get("dataset") else str(name))
+        elif "cell" in loc:
+            parts.append("<network>")  # the root cell's path is ""
+        elif loc.get("dataset"):
+            parts.append(f"{loc['dataset']} dataset")
         if loc.get("file"):
             parts.append(f"{loc['file']}:{loc['line']}" if loc.get("line") else str(loc["file"]))
         return " ".join(parts) or "-"

@@ -162,6 +162,8 @@ def test_messages_name_the_column_feature_and_numbers():
     assert "`x` feature 4 = 60" in f.message and f.location == {"dataset": "train", "column": "x"}
     f = check_data(train_ds=_dataset(_images(scale=60, offset=120), _labels())).by_code("MSD304")[0]
     assert "`x` channel 0 has mean 1" in f.message and f.evidence["mean"] > 100
+    f = check_data(**_model_size(120, 20000)).by_code("MSD307")[0]
+    assert "160,001 trainable parameters for 120 training samples" in f.message
     f = check_data(**_label_range(3)).by_code("MSD306")[0]
     assert "3 output(s)" in f.message and f.evidence["max"] == 3
 
@@ -191,3 +193,20 @@ def test_clean_tabular_pipeline_with_map_has_no_findings():
 
     report = check_data(frame(1500), frame(500), _net(features=8, classes=2))
     assert report.findings == [], str(report)
+
+
+def test_rules_are_pure_functions_quiet_on_clean_random_signals():
+    """No MindSpore: hand-made signals of 2048 clean Gaussian rows in random label order."""
+    from mindspore_doctor.config import DoctorConfig
+    from mindspore_doctor.data.signals import DatasetSignals, DataSignals, FeatureStats, LabelStats
+    from mindspore_doctor.rules.data import RULES
+
+    rows = np.random.default_rng(0).normal(size=(2048, 20))
+    feature = FeatureStats("x", "tabular", "feature", "F", rows.mean(0), rows.std(0), rows.min(0), rows.max(0),
+                           np.zeros(20, dtype=np.int64), rows)
+    label = LabelStats("label", "class", np.random.default_rng(1).integers(0, 10, 2048).astype(float))
+    train = DatasetSignals("train", 2048, 64, 60_000, features=[feature], label=label)
+    signals = DataSignals(train, DatasetSignals("eval", 2048, 64, 10_000, features=[feature], label=label))
+    assert [f for _, rule in RULES for f in rule(signals, DoctorConfig())] == []
+    label.values = np.sort(label.values)
+    assert [f.code for _, rule in RULES for f in rule(signals, DoctorConfig())] == ["MSD305"]

@@ -310,8 +310,9 @@ def weights_not_updating(history: TrainingHistory, config: DoctorConfig) -> list
 
 def _update_ratio_rule(code: str, too_small: bool) -> TrainingRule:
     def rule(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
-        probes = [p for p in _recent_probes(history, max(3, config.persistent_probes)) if p.update_ratio]
-        if len(probes) < config.persistent_probes:
+        # The first step of a momentum/Adam optimizer is not representative: skip it, want 3 probes.
+        probes = [p for p in _recent_probes(history, max(3, config.persistent_probes)) if p.update_ratio and p.step > 1]
+        if len(probes) < max(3, config.persistent_probes):
             return []
         found = []
         for name in history.parameter_order:

@@ -60,13 +60,14 @@ class StaticCheck:
     run: Callable[[Any], list[Finding]]
 
 
-def _check_modules() -> list[Any]:
+def check_modules() -> list[Any]:
+    """The modules whose CHECKS / SOURCE_CHECKS make up the static linter."""
     from mindspore_doctor.static import graph, layers, parameters
 
     return [parameters, layers, graph]
 
 
-def _run_checks(checks: Iterable[StaticCheck], ctx: Any, wanted: Callable[[str], bool]) -> list[Finding]:
+def run_checks(checks: Iterable[StaticCheck], ctx: Any, wanted: Callable[[str], bool]) -> list[Finding]:
     found: list[Finding] = []
     for check in checks:
         if not any(wanted(c) for c in check.codes):
@@ -127,8 +128,8 @@ def lint(network: Any, loss_fn: Any = None, optimizer: Any = None, sample_inputs
     elif sample_inputs is not None and not isinstance(sample_inputs, tuple):
         sample_inputs = (sample_inputs,)
     ctx = LintContext(network, loss_fn, optimizer, sample_inputs, config)
-    checks = [c for m in _check_modules() for c in getattr(m, "CHECKS", [])]
-    findings = _run_checks(checks, ctx, selector(config))
+    checks = [c for m in check_modules() for c in getattr(m, "CHECKS", [])]
+    findings = run_checks(checks, ctx, selector(config))
     from mindspore_doctor.static.source import resolve_sources
 
     findings = resolve_sources(findings, ctx)
@@ -141,5 +142,29 @@ def lint_source(path: str | Path, **options: Any) -> Report:
     path = Path(path)
     source = path.read_text(encoding="utf-8")
     ctx = SourceContext(path, source, ast.parse(source, filename=str(path)), config)
-    checks = [c for m in _check_modules() for c in getattr(m, "SOURCE_CHECKS", [])]
-    return _report(_run_checks(checks, ctx, selector(config)), config, target=str(path))
+    wanted = selector(config)
+    modules = check_modules()
+    checks = [c for m in modules for c in getattr(m, "SOURCE_CHECKS", [])]
+    from mindspore_doctor.static.source import drop_suppressed
+
+    findings = drop_suppressed(run_checks(checks, ctx, wanted))
+    source_codes = {code for check in checks for code in check.codes}
+    object_only = sorted(
+        code
+        for m in modules
+        for check in getattr(m, "CHECKS", [])
+        for code in check.codes
+        if code not in source_codes and wanted(code)
+    )
+    if object_only:
+        findings.append(
+            make_finding(
+                "MSD002",
+                f"source-only lint: {len(object_only)} rule(s) need the built network, loss and optimizer "
+                "and were not run: " + ", ".join(object_only),
+                location={"check": "no-import"},
+                evidence={"codes": object_only},
+                suggestion="Lint without --no-import (this executes the file) to run them.",
+            )
+        )
+    return _report(findings, config, target=str(path))
