@@ -10,6 +10,7 @@ setup(
     install_requires=[
         "mindspore==2.10.*",
         "numpy<2",
+        "google-crc32c>=1.5",
     ],
     extras_require={
         "html": ["jinja2>=3.1", "matplotlib>=3.8"],

@@ -114,6 +114,36 @@ class DoctorConfig:
     leakage_min_matches: int = 1
     """MSD309: sampled eval samples byte-identical to sampled train samples needed to report leakage."""
 
+    # --- evaluation and sanity (MSD4xx) ------------------------------------------------
+    eval_every: int = 1
+    """Evaluate on ``eval_dataset`` every N epochs (MSD401/404/405); 0: never."""
+    eval_max_batches: int = 50
+    """Bound on the batches read per evaluation (eval set, and the train sample for MSD402)."""
+    overfit_patience: int = 2
+    """MSD401: consecutive evaluations with rising eval loss (while train loss falls) that mean overfitting."""
+    overfit_gap_ratio: float = 2.0
+    """MSD401: eval loss at or above this multiple of train loss, once eval loss stopped improving."""
+    underfit_margin: float = 0.2
+    """MSD402: train metric within this fraction of the headroom above the trivial baseline is underfitting."""
+    baseline_margin: float = 0.05
+    """MSD404: metric must beat the trivial baseline by this fraction of the headroom (accuracy) / of the baseline error."""
+    mode_switch_max_change: float = 2.0
+    """MSD405: L2 change of the outputs between train and eval mode on one batch, over the smaller output norm, above this."""
+    overfit_batch_size: int = 8
+    """MSD403: samples in the one batch the sanity check must overfit."""
+    overfit_steps: int = 150
+    """MSD403: step budget to drive the loss on that batch near zero."""
+    overfit_loss_ratio: float = 0.05
+    """MSD403: the batch is fitted when its loss falls to this fraction of its initial loss (or below 1e-3)."""
+    lr_range: tuple[float, float] = (1e-6, 1.0)
+    """LR range test: learning rates swept exponentially from the first to the second value."""
+    lr_range_steps: int = 40
+    """LR range test: steps of the sweep (stops early once the loss explodes)."""
+    sanity_batches: int = 8
+    """sanity(): batches read from the dataset (the last quarter is held out for the baseline check)."""
+    sanity_train_epochs: int = 5
+    """sanity(): epochs over the sampled batches for the baseline check (MSD404)."""
+
     # --- export --------------------------------------------------------------------
     summary_dir: str | None = None
     """Where doctor_report.json (and summaries, HTML) are written; None: nowhere."""
@@ -127,6 +157,20 @@ class DoctorConfig:
     """Buffered summary records are appended to disk at least this often (and at each epoch end)."""
     html_report: bool = True
     """Write doctor_report.html next to doctor_report.json at the end of training."""
+
+    # --- distributed (MSD5xx) -----------------------------------------------------------
+    rank_check_every: int = 50
+    """MSD502: compare parameter fingerprints across ranks every N steps (and at train end)."""
+    rank_rtol: float = 1e-5
+    """MSD501/502: fingerprints within rank_atol + rank_rtol * |value| count as equal across ranks."""
+    rank_atol: float = 1e-7
+    """MSD501/502: absolute part of the cross-rank tolerance."""
+    rank_batch_steps: int = 2
+    """MSD503: the first N batches of each rank are hashed per sample and compared across ranks."""
+    rank_duplicate_fraction: float = 0.5
+    """MSD503: two ranks sharing at least this fraction of those samples read the same data."""
+    collective_timeout_s: float = 120.0
+    """Longest wait for one Doctor collective; past it the rank stops taking part in the Doctor's collectives."""
 
     @classmethod
     def from_options(cls, options: dict[str, Any] | None = None, base: "DoctorConfig | None" = None) -> "DoctorConfig":

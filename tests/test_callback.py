@@ -156,7 +156,8 @@ def test_healthy_networks_train_without_warnings(exec_mode, name):
 
 def test_nonfinite_loss_at_the_right_step_names_first_cell_and_saves_repro(tmp_path):
     doctor = Doctor(tmp_path, ignore=QUIET, probe_every=1)
-    _train(MLP(classes=1), _dataset(poison_batch=4, target="zeros"), doctor, loss=nn.MSELoss(), epochs=1)
+    _train(MLP(classes=1, act=nn.Tanh()), _dataset(poison_batch=4, target="zeros"), doctor, loss=nn.MSELoss(),
+           epochs=1)
     (nan,) = doctor.report.by_code("MSD201")
     assert nan.step == 5  # batch index 4 is step 5
     (first,) = doctor.report.by_code("MSD206")
@@ -172,7 +173,8 @@ def test_nonfinite_loss_at_the_right_step_names_first_cell_and_saves_repro(tmp_p
 
 def test_stop_on_error_stops_training_at_the_nonfinite_loss():
     doctor = Doctor(ignore=QUIET, stop_on="error")
-    _train(MLP(classes=1), _dataset(poison_batch=2, target="zeros"), doctor, loss=nn.MSELoss(), epochs=2)
+    _train(MLP(classes=1, act=nn.Tanh()), _dataset(poison_batch=2, target="zeros"), doctor, loss=nn.MSELoss(),
+           epochs=2)
     assert doctor.history.steps[-1].step == 3  # 16 steps without the stop
 
 
@@ -238,11 +240,16 @@ class Deep(nn.Cell):
         return self.head(self.act3(self.fc3(self.act2(self.fc2(self.act1(self.fc1(x)))))))
 
 
-def test_activation_exploding_and_unexpected_initial_loss():
+@pytest.mark.parametrize("sigma, code", [(0.4, "MSD215"), (1.0, "MSD216")])
+def test_unexpected_initial_loss_and_activation_exploding(sigma, code):
     doctor = Doctor(ignore=QUIET, probe_every=2)
-    _train(Deep(1.0), _dataset(), doctor, epochs=1, lr=1e-6)
-    assert {"MSD215", "MSD216"} <= doctor.report.codes()
-    assert doctor.report.by_code("MSD215")[0].step == 1
+    _train(Deep(sigma), _dataset(), doctor, epochs=1, lr=1e-6)
+    assert code in doctor.report.codes()
+    if code == "MSD215":
+        assert doctor.report.by_code("MSD215")[0].step == 1
+
+
+def test_well_initialised_deep_net_has_sane_initial_loss_and_activations():
     calm = Doctor(ignore=QUIET, probe_every=2)
     _train(Deep(0.1), _dataset(), calm, epochs=1, lr=1e-2)
     assert {"MSD215", "MSD216"}.isdisjoint(calm.report.codes())
@@ -257,11 +264,21 @@ class BigLoss(nn.Cell):
         return self.ce(logits, label) * 1e20
 
 
+class PortableLossScaleCell(nn.TrainOneStepWithLossScaleCell):
+    """MindSpore's loss-scale cell reads an Ascend status register on CPU; check grads with isfinite instead."""
+
+    def get_overflow_status(self, status, compute_output):
+        overflow = ops.zeros((), ms.bool_)
+        for grad in compute_output:
+            overflow = ops.logical_or(overflow, ops.logical_not(ops.isfinite(grad).all()))
+        return overflow
+
+
 @pytest.mark.parametrize("scale, fires", [(1e20, True), (1.0, False)])
 def test_loss_scale_overflow_rate(scale, fires):
     net = MLP()
     opt = nn.SGD(net.trainable_params(), 1e-30)
-    train_cell = nn.TrainOneStepWithLossScaleCell(nn.WithLossCell(net, BigLoss()), opt,
+    train_cell = PortableLossScaleCell(nn.WithLossCell(net, BigLoss()), opt,
                                                   scale_sense=ms.Tensor(scale, ms.float32))
     doctor = Doctor(ignore=QUIET + ("MSD215", "MSD111"), probe_every=4)
     Model(train_cell).train(2, _dataset(), callbacks=[doctor], dataset_sink_mode=False)
@@ -315,12 +332,15 @@ def test_a_check_that_raises_becomes_msd001_and_training_finishes(monkeypatch):
     assert doctor.history.steps[-1].step == 16
 
 
-def test_sink_mode_reads_loss_per_sink_and_skips_probes():
+def test_sink_mode_trains_and_says_what_it_could_probe():
     doctor = Doctor(ignore=QUIET)
     _train(MLP(), _dataset(), doctor, epochs=2, sink=True)
-    assert [s.step for s in doctor.history.steps] == [8, 16]
-    skipped = doctor.report.by_code("MSD002")
-    assert any("MSD207" in f.evidence.get("codes", []) for f in skipped)
+    if doctor.report.meta["dataset_sink_mode"]:  # a device that really sinks: probes off, MSD002 says so
+        assert any("MSD207" in f.evidence.get("codes", []) for f in doctor.report.by_code("MSD002"))
+        assert [s.step for s in doctor.history.steps] == [8, 16]
+    else:  # MindSpore on CPU falls back to per-step training: full probing
+        assert len(doctor.history.steps) == 16 and doctor.history.probed()
+    assert doctor.report.at_least("warning") == []
 
 
 def test_user_built_train_cell_and_other_callbacks(tmp_path):

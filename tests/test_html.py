@@ -59,6 +59,7 @@ def test_user_text_is_escaped(tmp_path):
     page = html.render_html(report, history)
     assert "<script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<code>block5.conv.weight</code>" in page
     assert "Use ReLU &amp; He initialisation." in page
 
 

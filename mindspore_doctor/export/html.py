@@ -17,6 +17,7 @@ from typing import Any, Callable
 from mindspore_doctor._io import atomic_write_text
 from mindspore_doctor.catalog import RULES
 from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.export.mindinsight import spread_evenly
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.signals import TrainingHistory
 
@@ -37,13 +38,6 @@ def rule_doc_href(code: str) -> str:
     return page.as_uri() if page.is_file() else f"docs/rules/{code}.md"
 
 
-def _spread(items: list[str], limit: int) -> list[str]:
-    if len(items) <= limit:
-        return items
-    step = (len(items) - 1) / (limit - 1)
-    return [items[round(i * step)] for i in range(limit)]
-
-
 def _log10(value: float | None) -> float:
     return math.log10(value) if value is not None and math.isfinite(value) and value > 0 else math.nan
 
@@ -57,6 +51,16 @@ def _format_evidence(evidence: dict[str, Any]) -> str:
     return ", ".join(f"{k}={short(v)}" for k, v in evidence.items())
 
 
+_BACKTICKS = re.compile(r"`([^`]+)`")
+
+
+def _inline_code(text: str) -> Any:
+    """Escape, then show the `cell.path` / `param` names of messages as code."""
+    import markupsafe
+
+    return markupsafe.Markup(_BACKTICKS.sub(r"<code>\1</code>", str(markupsafe.escape(text))))
+
+
 def _finding_row(f: Finding) -> dict[str, Any]:
     rule = RULES.get(f.code)
     return {
@@ -67,9 +71,9 @@ def _finding_row(f: Finding) -> dict[str, Any]:
         "href": rule_doc_href(f.code),
         "where": f.where,
         "step": "" if f.step is None else f.step,
-        "message": f.message,
+        "message": _inline_code(f.message),
         "evidence": _format_evidence(f.evidence),
-        "suggestion": f.suggestion,
+        "suggestion": _inline_code(f.suggestion),
     }
 
 
@@ -124,12 +128,12 @@ class _Charts:
         if not steps:
             return None
         order = self.history.parameter_order or list(steps[0].grad_norm)
-        names = _spread([n for n in order if any(n in s.grad_norm for s in steps)], MAX_HEATMAP_ROWS)
+        names = spread_evenly([n for n in order if any(n in s.grad_norm for s in steps)], MAX_HEATMAP_ROWS)
         grid = [[_log10(s.grad_norm.get(n)) for s in steps] for n in names]
 
         def draw(fig: Any, ax: Any) -> None:
             image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="viridis")
-            ticks = _spread(list(range(len(steps))), 8)
+            ticks = spread_evenly(list(range(len(steps))), 8)
             ax.set_xticks(ticks, [str(steps[i].step) for i in ticks])
             ax.set_yticks(range(len(names)), names, fontsize=7)
             ax.set_xlabel("step")
@@ -142,7 +146,7 @@ class _Charts:
         if not steps:
             return None
         order = self.history.parameter_order or list(steps[0].update_ratio)
-        names = _spread([n for n in order if any(n in s.update_ratio for s in steps)], MAX_LINES)
+        names = spread_evenly([n for n in order if any(n in s.update_ratio for s in steps)], MAX_LINES)
 
         def draw(fig: Any, ax: Any) -> None:
             x = [s.step for s in steps]
@@ -164,7 +168,7 @@ class _Charts:
             return None
         cells = sorted({c for s in steps for c in s.activations},
                        key=lambda c: next(s.activations[c].order for s in steps if c in s.activations))
-        cells = _spread(cells, MAX_LINES)
+        cells = spread_evenly(cells, MAX_LINES)
 
         def fraction(stats: Any) -> float:
             return max(stats.dead_fraction, stats.saturated_fraction) if stats is not None else math.nan

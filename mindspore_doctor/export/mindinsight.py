@@ -144,7 +144,7 @@ def _finite(value: Any) -> bool:
     return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _spread(names: list[str], limit: int) -> list[str]:
+def spread_evenly(names: list[str], limit: int) -> list[str]:
     """At most ``limit`` names evenly spread over network order, first and last included."""
     if len(names) <= limit:
         return list(names)
@@ -289,10 +289,10 @@ class MindInsightWriter:
         """Fix which layers and cells get per-layer tags (MindInsight keeps 300 tags per run)."""
         if self._layers is None and (signals.grad_norm or signals.update_ratio):
             names = list(dict.fromkeys([*signals.grad_norm, *signals.update_ratio]))
-            self._layers = _spread(names, self.max_layers)
+            self._layers = spread_evenly(names, self.max_layers)
         if self._cells is None and signals.activations:
             cells = sorted(signals.activations, key=lambda c: signals.activations[c].order)
-            self._cells = _spread(cells, max(self.max_layers // 2, 1))
+            self._cells = spread_evenly(cells, max(self.max_layers // 2, 1))
 
     def write_step(self, signals: StepSignals, report: Report | None = None) -> None:
         """Buffer one step's signals (and the report's finding counts so far). Cheap: no I/O most steps."""

@@ -1,0 +1,250 @@
+"""Rank the causes of the knowledge base by the findings of a report.
+
+The engine only evaluates the data in ``knowledge.py``: a symptom matches when
+its code is in the report and its named predicate holds on that code's
+findings; a cause's score is the sum of its matched symptom weights.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from mindspore_doctor.catalog import RULES
+from mindspore_doctor.diagnosis.knowledge import CAUSES, Cause, Symptom
+from mindspore_doctor.findings import Finding, Report
+
+NOT_SYMPTOMS = ("MSD001", "MSD002")
+
+
+@dataclass
+class _Context:
+    by_code: dict[str, list[Finding]]
+    weight_layers: list[str] | None
+    """Names of the trainable weight parameters (denominator of layer fractions), when known."""
+
+
+def _cell_of(finding: Finding) -> str | None:
+    loc = finding.location
+    if loc.get("cell"):
+        return str(loc["cell"])
+    parameter = loc.get("parameter")
+    return str(parameter).rsplit(".", 1)[0] if parameter else None
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+# --- predicates: (findings of the code, argument, context) -> detail when it holds, else None ---------
+
+
+def _step_at_most(found: list[Finding], limit: int, ctx: _Context) -> str | None:
+    steps = [f.step for f in found if f.step is not None]
+    return f"at step {min(steps)}" if steps and min(steps) <= limit else None
+
+
+def _step_after(found: list[Finding], limit: int, ctx: _Context) -> str | None:
+    steps = [f.step for f in found if f.step is not None]
+    return f"at step {min(steps)}" if steps and min(steps) > limit else None
+
+
+def _layer_fraction_at_least(found: list[Finding], fraction: float, ctx: _Context) -> str | None:
+    flagged = {str(f.location.get("parameter")) for f in found if f.location.get("parameter")}
+    if ctx.weight_layers:
+        total = set(ctx.weight_layers)
+        share = len(flagged & total) / len(total)
+        return f"on {share:.0%} of the weight layers ({len(flagged & total)}/{len(total)})" if share >= fraction else None
+    return f"on {len(flagged)} layers" if len(flagged) >= 2 else None  # denominator unknown: several layers
+
+
+def _cells_at_most(found: list[Finding], limit: int, ctx: _Context) -> str | None:
+    cells = {c for c in (_cell_of(f) for f in found) if c is not None}
+    if not cells or len(cells) > limit:
+        return None
+    return "on " + ", ".join(f"`{c}`" for c in sorted(cells))
+
+
+def _range_bound(found: list[Finding], key: str, index: int, below: bool) -> str | None:
+    for f in found:
+        value, bounds = _number(f.evidence.get(key)), f.evidence.get("range")
+        bound = _number(bounds[index]) if isinstance(bounds, (list, tuple)) and len(bounds) == 2 else None
+        if value is not None and bound is not None and (value < bound if below else value > bound):
+            return f"{key}={value:g} {'below' if below else 'above'} {bound:g}"
+    return None
+
+
+def _evidence_below_range(found: list[Finding], key: str, ctx: _Context) -> str | None:
+    return _range_bound(found, key, 0, below=True)
+
+
+def _evidence_above_range(found: list[Finding], key: str, ctx: _Context) -> str | None:
+    return _range_bound(found, key, 1, below=False)
+
+
+def _evidence_greater(found: list[Finding], keys: tuple[str, str], ctx: _Context) -> str | None:
+    left, right = keys
+    for f in found:
+        a, b = _number(f.evidence.get(left)), _number(f.evidence.get(right))
+        if a is not None and b is not None and a > b:
+            return f"{left}={a:.3g} > {right}={b:.3g}"
+    return None
+
+
+def _evidence_ratio_at_least(found: list[Finding], spec: tuple[str, str, float], ctx: _Context) -> str | None:
+    top, bottom, factor = spec
+    for f in found:
+        a, b = _number(f.evidence.get(top)), _number(f.evidence.get(bottom))
+        if a is not None and b is not None and b > 0 and a / b >= factor:
+            return f"{top}={a:.3g} is {a / b:.3g}x {bottom}={b:.3g}"
+    return None
+
+
+PREDICATES: dict[str, Callable[[list[Finding], Any, _Context], str | None]] = {
+    "step_at_most": _step_at_most,
+    "step_after": _step_after,
+    "layer_fraction_at_least": _layer_fraction_at_least,
+    "cells_at_most": _cells_at_most,
+    "evidence_below_range": _evidence_below_range,
+    "evidence_above_range": _evidence_above_range,
+    "evidence_greater": _evidence_greater,
+    "evidence_ratio_at_least": _evidence_ratio_at_least,
+}
+
+
+def _match(symptom: Symptom, ctx: _Context) -> str | None:
+    """A short description of how the symptom showed, or None when it did not."""
+    found = ctx.by_code.get(symptom.code)
+    if not found:
+        return None
+    if symptom.predicate is None:
+        return f"{len(found)} finding(s)" if len(found) > 1 else "present"
+    return PREDICATES[symptom.predicate](found, symptom.argument, ctx)
+
+
+# --- results ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RankedCause:
+    id: str
+    title: str
+    category: str
+    score: float
+    confidence: float
+    """Matched weight over the cause's total positive weight (0..1)."""
+    explanation: str
+    evidence: list[dict[str, Any]]
+    """Matched symptoms: code, weight, detail (negative weights spoke against the cause)."""
+    remedies: list[str]
+
+    @property
+    def evidence_codes(self) -> list[str]:
+        return sorted({e["code"] for e in self.evidence if e["weight"] > 0})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "title": self.title, "category": self.category, "score": round(self.score, 3),
+            "confidence": round(self.confidence, 3), "explanation": self.explanation,
+            "evidence_codes": self.evidence_codes, "evidence": self.evidence, "remedies": self.remedies,
+        }
+
+
+@dataclass
+class Diagnosis:
+    symptoms: list[dict[str, Any]] = field(default_factory=list)
+    causes: list[RankedCause] = field(default_factory=list)
+
+    @property
+    def top(self) -> RankedCause | None:
+        return self.causes[0] if self.causes else None
+
+    def cause_ids(self) -> list[str]:
+        return [c.id for c in self.causes]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"symptoms": self.symptoms, "causes": [c.to_dict() for c in self.causes]}
+
+    def to_text(self, width: int = 100, limit: int = 5) -> str:
+        if not self.causes:
+            return "Diagnosis: no likely cause (no symptom the knowledge base knows)."
+        lines = ["Diagnosis: likely causes, most likely first"]
+        for rank, cause in enumerate(self.causes[:limit], 1):
+            lines.append(f"  {rank}. {cause.title} [{cause.category}] score {cause.score:g}, "
+                         f"confidence {cause.confidence:.0%}")
+            shown = "; ".join(f"{e['code']} {e['detail']}" for e in cause.evidence if e["weight"] > 0)
+            lines.extend(textwrap.wrap(f"evidence: {shown}", width, initial_indent="     ",
+                                       subsequent_indent="               "))
+            for i, remedy in enumerate(cause.remedies, 1):
+                lines.extend(textwrap.wrap(f"{i}) {remedy}", width, initial_indent="     ",
+                                           subsequent_indent="        "))
+        if len(self.causes) > limit:
+            lines.append(f"  ... and {len(self.causes) - limit} less likely cause(s) in the JSON report.")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+
+def _symptoms(by_code: dict[str, list[Finding]]) -> list[dict[str, Any]]:
+    out = []
+    for code, found in sorted(by_code.items()):
+        steps = [f.step for f in found if f.step is not None]
+        out.append({
+            "code": code,
+            "rule": RULES[code].slug if code in RULES else found[0].rule,
+            "count": len(found),
+            "first_step": min(steps) if steps else None,
+            "locations": sorted({f.where for f in found})[:8],
+        })
+    return out
+
+
+def _score(cause: Cause, ctx: _Context) -> RankedCause | None:
+    matched = [(s, detail) for s in cause.symptoms if (detail := _match(s, ctx)) is not None]
+    if not any(s.key and s.weight > 0 for s, _ in matched):
+        return None
+    score = sum(s.weight for s, _ in matched)
+    if score <= 0:
+        return None
+    possible = sum(s.weight for s in cause.symptoms if s.weight > 0)
+    return RankedCause(
+        id=cause.id, title=cause.title, category=cause.category, score=round(score, 3),
+        confidence=max(0.0, min(1.0, score / possible)), explanation=cause.explanation,
+        evidence=[{"code": s.code, "weight": s.weight, "detail": detail} for s, detail in matched],
+        remedies=list(cause.remedies),
+    )
+
+
+def weight_layers_of(history: Any) -> list[str] | None:
+    """Weight (rank >= 2) parameters of a ``TrainingHistory``, in network order; None when unknown."""
+    order = list(getattr(history, "parameter_order", None) or [])
+    if not order:
+        return None
+    shapes = getattr(history, "parameter_shapes", None) or {}
+    return [n for n in order if len(shapes.get(n, (0, 0))) >= 2]
+
+
+def diagnose(report: Report | Iterable[Finding], history: Any = None,
+             weight_layers: Sequence[str] | None = None, causes: Sequence[Cause] = CAUSES) -> Diagnosis:
+    """Symptoms of ``report`` and the causes they point to, best-supported first.
+
+    ``history`` (a ``TrainingHistory``) or ``weight_layers`` gives the weight
+    layers, so "MSD210 on >= 80 % of the layers" can be judged; without them a
+    symptom on several layers counts as widespread.
+    """
+    findings = report.findings if isinstance(report, Report) else list(report)
+    by_code: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.code not in NOT_SYMPTOMS:
+            by_code.setdefault(f.code, []).append(f)
+    layers = list(weight_layers) if weight_layers is not None else weight_layers_of(history)
+    ctx = _Context(by_code, layers)
+    ranked = [r for r in (_score(c, ctx) for c in causes) if r is not None]
+    ranked.sort(key=lambda r: (-r.score, -r.confidence, r.id))
+    return Diagnosis(symptoms=_symptoms(by_code), causes=ranked)

@@ -1,0 +1,193 @@
+"""MSD401-MSD405: judge evaluation signals (plain numbers) against DoctorConfig thresholds.
+
+Signals come from ``probes/evaluation.py`` (the Doctor's epoch-end evaluation)
+or from ``sanity()``; every rule here is a pure function over them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.findings import Finding
+
+
+@dataclass
+class Metric:
+    """One score of a model, or of a trivial predictor, on some data."""
+
+    name: str
+    """"accuracy" (classification) or "mse" (regression)."""
+    value: float
+    higher_is_better: bool
+
+
+@dataclass
+class EvalRecord:
+    """One evaluation: train and eval losses and metrics after ``epoch`` (None: not measured)."""
+
+    epoch: int
+    train_loss: float | None = None
+    eval_loss: float | None = None
+    eval_metric: Metric | None = None
+    eval_samples: int | None = None
+    train_metric: Metric | None = None
+    baseline: Metric | None = None
+    """The trivial predictor's eval score (majority class / label mean, fitted on the train labels when known)."""
+    train_baseline: Metric | None = None
+    """The trivial predictor's score on the train sample (what MSD402 compares the train metric with)."""
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _noise(baseline: Metric, samples: int | None) -> float:
+    """Two standard errors of an accuracy measured on ``samples`` samples (0 when unknown or not an accuracy)."""
+    if not samples or not baseline.higher_is_better:
+        return 0.0
+    p = min(max(baseline.value, 0.0), 1.0)
+    return 2.0 * math.sqrt(p * (1.0 - p) / samples)
+
+
+def _beats(model: Metric, baseline: Metric, margin: float, samples: int | None = None) -> bool:
+    """Is the model better than the baseline by ``margin`` of the headroom (accuracy) or of the error?
+
+    With ``samples``, an accuracy must also beat the baseline by more than its sampling noise.
+    """
+    if model.higher_is_better:
+        return model.value > baseline.value + max(margin * (1.0 - baseline.value), _noise(baseline, samples))
+    return model.value < baseline.value * (1.0 - margin)
+
+
+def _describe(metric: Metric) -> str:
+    return f"{metric.name} {metric.value:.3g}" if metric.name != "accuracy" else f"accuracy {metric.value:.1%}"
+
+
+# --- MSD401 -------------------------------------------------------------------------------
+
+
+def overfitting(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Finding]:
+    """Eval loss rising for ``overfit_patience`` evaluations while train loss falls, or a large gap once stalled."""
+    rows = [r for r in records if _finite(r.train_loss) and _finite(r.eval_loss)]
+    k = config.overfit_patience
+    for end in range(k, len(rows)):
+        window = rows[end - k : end + 1]
+        eval_rising = all(b.eval_loss > a.eval_loss for a, b in zip(window, window[1:]))
+        train_falling = all(b.train_loss < a.train_loss for a, b in zip(window, window[1:]))
+        if eval_rising and train_falling:
+            best = min(rows[: end + 1], key=lambda r: r.eval_loss)
+            last = window[-1]
+            return [_overfit_finding(
+                f"The eval loss rose for {k} evaluations in a row (from {window[0].eval_loss:.4g} to "
+                f"{last.eval_loss:.4g} at epoch {last.epoch}) while the train loss kept falling "
+                f"({window[0].train_loss:.4g} -> {last.train_loss:.4g}): training went past its best point "
+                f"(epoch {best.epoch}, eval loss {best.eval_loss:.4g}).",
+                last, best, "rising")]
+    if len(rows) > k:
+        best = min(rows, key=lambda r: r.eval_loss)
+        last = rows[-1]
+        stalled = all(r.eval_loss >= best.eval_loss for r in rows[-k:]) and best is not rows[-1]
+        gap = last.eval_loss / last.train_loss if last.train_loss > 0 else math.inf
+        if stalled and gap >= config.overfit_gap_ratio:
+            return [_overfit_finding(
+                f"The eval loss ({last.eval_loss:.4g}) is {gap:.3g}x the train loss ({last.train_loss:.4g}) at "
+                f"epoch {last.epoch} and has not improved since epoch {best.epoch} ({best.eval_loss:.4g}).",
+                last, best, "gap")]
+    return []
+
+
+def _overfit_finding(message: str, last: EvalRecord, best: EvalRecord, kind: str) -> Finding:
+    return make_finding(
+        "MSD401", message, step=None, location={"epoch": last.epoch},
+        evidence={"kind": kind, "epoch": last.epoch, "train_loss": last.train_loss, "eval_loss": last.eval_loss,
+                  "best_epoch": best.epoch, "best_eval_loss": best.eval_loss},
+        suggestion=f"Keep the checkpoint of epoch {best.epoch} (early stopping); add data or augmentation, "
+        "weight decay or dropout, or use a smaller model.",
+    )
+
+
+# --- MSD402 / MSD404 ----------------------------------------------------------------------
+
+
+def underfitting(train_metric: Metric | None, baseline: Metric | None, config: DoctorConfig,
+                 epoch: int | None = None) -> list[Finding]:
+    """MSD402: after training, the train metric is still close to the trivial predictor's."""
+    if train_metric is None or baseline is None or not _finite(train_metric.value) or not _finite(baseline.value):
+        return []
+    if _beats(train_metric, baseline, config.underfit_margin):
+        return []
+    return [make_finding(
+        "MSD402",
+        f"After training, the model's train {_describe(train_metric)} is close to a trivial predictor's "
+        f"({_describe(baseline)}; needs to beat it by {config.underfit_margin:.0%} of the headroom): the model "
+        "underfits even the training data.",
+        location={"epoch": epoch} if epoch is not None else None,
+        evidence={"metric": train_metric.name, "train": train_metric.value, "baseline": baseline.value,
+                  "margin": config.underfit_margin},
+        suggestion="Train longer or with a higher learning rate, use a bigger model, reduce regularisation; "
+        "if it cannot fit one batch either (MSD403), check that labels match the inputs.",
+    )]
+
+
+def worse_than_baseline(metric: Metric | None, baseline: Metric | None, config: DoctorConfig,
+                        data: str = "eval", epoch: int | None = None, samples: int | None = None) -> list[Finding]:
+    """MSD404: the model's metric is not better than the majority class / mean predictor's.
+
+    ``samples``: how many samples the metric was measured on (an accuracy must beat the
+    baseline by more than two standard errors).
+    """
+    if metric is None or baseline is None or not _finite(baseline.value):
+        return []
+    if _finite(metric.value) and _beats(metric, baseline, config.baseline_margin, samples):
+        return []
+    trivial = "predicting the majority class" if baseline.name == "accuracy" else "predicting the label mean"
+    return [make_finding(
+        "MSD404",
+        f"On the {data} data the model's {_describe(metric)} is not better than {trivial} "
+        f"({_describe(baseline)}).",
+        location={"data": data, **({"epoch": epoch} if epoch is not None else {})},
+        evidence={"metric": metric.name, "model": metric.value, "baseline": baseline.value, "data": data,
+                  "margin": config.baseline_margin, "samples": samples},
+        suggestion="Check that the labels belong to the inputs (run sanity(): can it overfit one batch?), that "
+        "the loss matches the task, and that eval data is preprocessed like the train data.",
+    )]
+
+
+# --- MSD405 -------------------------------------------------------------------------------
+
+
+def mode_switch_inconsistency(relative_change: float | None, cells: Sequence[str], config: DoctorConfig,
+                              epoch: int | None = None) -> list[Finding]:
+    """MSD405: outputs on one batch change by more than ``mode_switch_max_change`` between train and eval mode.
+
+    ``cells``: the mode-dependent cells (BatchNorm, Dropout) that can explain the change.
+    """
+    if relative_change is None or (math.isfinite(relative_change) and relative_change <= config.mode_switch_max_change):
+        return []
+    named = ", ".join(f"`{c}`" for c in cells[:4]) or "no BatchNorm/Dropout found"
+    return [make_finding(
+        "MSD405",
+        f"The network's outputs on the same batch differ by {relative_change:.3g}x their size between train and "
+        f"eval mode (threshold {config.mode_switch_max_change:g}); mode-dependent cells: {named}.",
+        location={"cell": cells[0]} if cells else None,
+        evidence={"relative_change": relative_change, "cells": list(cells), "epoch": epoch},
+        suggestion="BatchNorm moving statistics far from the batch statistics (momentum too high/low, tiny or "
+        "unshuffled batches, or eval data preprocessed differently) or a very high dropout rate; check the "
+        "BatchNorm momentum (MindSpore: weight of the OLD statistics, default 0.9) and the batch size.",
+    )]
+
+
+def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Finding]:
+    """MSD401 over all records, MSD402/MSD404 on the last one: what the Doctor reports at the end of training."""
+    if not records:
+        return []
+    last = records[-1]
+    return [
+        *overfitting(records, config),
+        *underfitting(last.train_metric, last.train_baseline, config, epoch=last.epoch),
+        *worse_than_baseline(last.eval_metric, last.baseline, config, data="eval", epoch=last.epoch,
+                             samples=last.eval_samples),
+    ]

@@ -1,0 +1,177 @@
+"""MSD401-MSD405: pure rules on numbers, and the evaluation probe on real (tiny) trainings."""
+from __future__ import annotations
+
+import mindspore as ms
+import mindspore.dataset as ds
+import numpy as np
+import pytest
+from mindspore import nn
+from mindspore.train import Model
+
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.probes.evaluation import Evaluator, ModeSnapshot, Probe, read_batches
+from mindspore_doctor.rules.evaluation import (EvalRecord, Metric, mode_switch_inconsistency, overfitting,
+                                               underfitting, worse_than_baseline)
+
+CFG = DoctorConfig()
+
+
+def _records(train, evaluated):
+    return [EvalRecord(epoch=i + 1, train_loss=t, eval_loss=e) for i, (t, e) in enumerate(zip(train, evaluated))]
+
+
+# --- pure rules ---------------------------------------------------------------------------------
+
+
+def test_overfitting_fires_when_eval_rises_while_train_falls():
+    found = overfitting(_records([1.0, 0.6, 0.4, 0.3, 0.2], [1.0, 0.7, 0.75, 0.8, 0.9]), CFG)
+    assert [f.code for f in found] == ["MSD401"]
+    assert found[0].evidence["best_epoch"] == 2 and found[0].evidence["kind"] == "rising"
+
+
+def test_growing_gap_while_eval_still_improves_is_not_overfitting():
+    assert overfitting(_records([1.0, 0.5, 0.2, 0.08, 0.03], [1.0, 0.8, 0.7, 0.65, 0.62]), CFG) == []
+
+
+def test_one_rise_is_not_enough_but_a_large_gap_after_stalling_is():
+    assert overfitting(_records([1.0, 0.6, 0.5, 0.45], [1.0, 0.7, 0.72, 0.71]), CFG) == []
+    found = overfitting(_records([1.0, 0.3, 0.2, 0.1], [1.0, 0.7, 0.72, 0.71]), CFG)
+    assert [f.evidence["kind"] for f in found] == ["gap"]
+
+
+def test_underfitting_and_worse_than_baseline_thresholds():
+    base = Metric("accuracy", 0.5, True)
+    assert [f.code for f in underfitting(Metric("accuracy", 0.55, True), base, CFG)] == ["MSD402"]
+    assert underfitting(Metric("accuracy", 0.8, True), base, CFG) == []
+    assert [f.code for f in worse_than_baseline(Metric("accuracy", 0.5, True), base, CFG)] == ["MSD404"]
+    assert worse_than_baseline(Metric("accuracy", 0.7, True), base, CFG, samples=200) == []
+    # 0.56 on 64 samples is within two standard errors of 0.5: not evidence of beating the baseline
+    assert worse_than_baseline(Metric("accuracy", 0.56, True), base, CFG, samples=64) != []
+    mse_base = Metric("mse", 1.0, False)
+    assert worse_than_baseline(Metric("mse", 0.5, False), mse_base, CFG) == []
+    assert worse_than_baseline(Metric("mse", 1.2, False), mse_base, CFG) != []
+
+
+def test_mode_switch_threshold():
+    assert mode_switch_inconsistency(1.5, ["bn"], CFG) == []
+    found = mode_switch_inconsistency(5.0, ["bn"], CFG)
+    assert found[0].code == "MSD405" and found[0].location == {"cell": "bn"}
+
+
+# --- real training ------------------------------------------------------------------------------
+
+
+def _data(n, seed=0, noise=0.0, scale=1.0, shift=0.0, features=8, batch=16):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, features)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.int32)
+    flip = rng.random(n) < noise
+    y[flip] = 1 - y[flip]
+    return ds.NumpySlicesDataset({"x": x * scale + shift, "label": y}, shuffle=False).batch(batch)
+
+
+class Net(nn.Cell):
+    def __init__(self, hidden=32, dropout=0.0, bn_momentum=None):
+        super().__init__()
+        self.fc1 = nn.Dense(8, hidden)
+        self.bn = nn.BatchNorm1d(hidden, momentum=bn_momentum) if bn_momentum is not None else nn.Identity()
+        self.relu = nn.ReLU()
+        self.drop = nn.Dropout(p=dropout) if dropout else nn.Identity()
+        self.fc2 = nn.Dense(hidden, 2)
+
+    def construct(self, x):
+        return self.fc2(self.drop(self.relu(self.bn(self.fc1(x)))))
+
+
+def _train_with_eval(net, train, evaluate, epochs, lr=0.05, evaluator=None):
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    model = Model(net, loss, nn.Momentum(net.trainable_params(), lr, 0.9))
+    evaluator = evaluator or Evaluator(evaluate, DoctorConfig(eval_max_batches=8))
+    for epoch in range(1, epochs + 1):
+        model.train(1, train, dataset_sink_mode=False)
+        if evaluate is not None:
+            evaluator.run(net, loss, epoch, train_dataset=train)
+    return evaluator
+
+
+def _codes(evaluator):
+    return {f.code for f in evaluator.findings()}
+
+
+def test_msd401_on_a_memorising_model_and_not_on_its_healthy_twin():
+    memorise = _train_with_eval(Net(hidden=256), _data(32, noise=0.4), _data(128, seed=1), epochs=25, lr=0.1)
+    assert "MSD401" in _codes(memorise)
+    healthy = _train_with_eval(Net(), _data(512), _data(128, seed=1), epochs=4)
+    assert "MSD401" not in _codes(healthy)
+
+
+def test_msd402_and_msd404_on_shuffled_labels_and_not_on_a_healthy_model():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((256, 8)).astype(np.float32)
+    random_labels = ds.NumpySlicesDataset({"x": x, "label": rng.integers(0, 2, 256).astype(np.int32)},
+                                          shuffle=False).batch(16)
+    broken = _train_with_eval(Net(hidden=4), random_labels, _data(256, seed=1), epochs=2, lr=0.01)
+    assert {"MSD402", "MSD404"} <= _codes(broken)
+    healthy = _train_with_eval(Net(), _data(256), _data(256, seed=1), epochs=3)
+    assert not {"MSD402", "MSD404"} & _codes(healthy)
+
+
+def test_msd405_on_stale_batchnorm_statistics_and_not_on_a_healthy_batchnorm():
+    stale = _train_with_eval(Net(bn_momentum=0.9999), _data(64, scale=10.0, shift=5.0),
+                             _data(64, seed=1, scale=10.0, shift=5.0), epochs=1, lr=0.001)
+    assert "MSD405" in _codes(stale)
+    healthy = _train_with_eval(Net(bn_momentum=0.5), _data(256), _data(64, seed=1), epochs=2)
+    assert "MSD405" not in _codes(healthy)
+
+
+def _weights(net):
+    return {p.name: p.asnumpy().copy() for p in net.get_parameters()}
+
+
+def test_evaluation_does_no_harm_final_weights_bitwise_identical():
+    """BatchNorm (its moving statistics are touched by the mode-switch probe): evaluating changes nothing.
+
+    No Dropout here: MindSpore's Dropout is not reproducible across two runs in one process even without
+    any evaluation; in a fresh process an eval graph was verified not to shift the training graph's stream.
+    """
+    def run(with_eval):
+        ms.set_seed(0)
+        net = Net(bn_momentum=0.9)
+        _train_with_eval(net, _data(96), _data(48, seed=1) if with_eval else None, epochs=3)
+        return net, _weights(net)
+
+    _, plain = run(False)
+    net, evaluated = run(True)
+    assert plain.keys() == evaluated.keys()
+    assert all(np.array_equal(plain[k], evaluated[k]) for k in plain)
+    assert all(cell.training for _, cell in net.cells_and_names())  # Model left it training; we restored that
+
+
+def test_probe_restores_each_cells_mode_exactly(exec_mode):
+    net = Net(dropout=0.3, bn_momentum=0.9)
+    net.set_train(True)
+    net.drop.set_train(False)  # a deliberately mixed state must come back as it was
+    before = [(path, c.training, c.phase) for path, c in net.cells_and_names()]
+    moving = [p.asnumpy().copy() for p in net.untrainable_params()]
+    probe = Probe(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
+    batches = read_batches(_data(32), 2)
+    probe.measure(batches)
+    probe.mode_switch(batches[0])
+    assert [(path, c.training, c.phase) for path, c in net.cells_and_names()] == before
+    assert all(np.array_equal(a, p.asnumpy()) for a, p in zip(moving, net.untrainable_params()))
+
+
+def test_mode_snapshot_is_a_context_manager():
+    net = Net()
+    net.set_train(True)
+    with ModeSnapshot(net):
+        net.set_train(False)
+    assert net.training and net.fc1.training
+
+
+@pytest.mark.parametrize("bad", ["empty"])
+def test_empty_eval_dataset_is_a_clear_error(bad):
+    empty = ds.NumpySlicesDataset({"x": np.zeros((0, 8), np.float32), "label": np.zeros((0,), np.int32)},
+                                  shuffle=False)
+    with pytest.raises(ValueError, match="empty"):
+        Evaluator(empty).run(Net(), None, 1)

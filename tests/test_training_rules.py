@@ -1,0 +1,127 @@
+"""MSD2xx rules as pure functions over hand-built signals: one positive and one near miss each."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.rules import training as rules
+from mindspore_doctor.signals import ActivationStats, StepSignals, TrainingHistory
+
+CONFIG = DoctorConfig(loss_window=5)
+
+
+def losses(values, **kw):
+    return TrainingHistory(steps=[StepSignals(step=i + 1, loss=v) for i, v in enumerate(values)], **kw)
+
+
+def codes(findings):
+    return [f.code for f in findings]
+
+
+def test_nonfinite_loss_reports_first_bad_step():
+    (f,) = rules.nonfinite_loss(losses([1.0, 0.9, math.nan, math.inf]), CONFIG)
+    assert f.step == 3
+    assert rules.nonfinite_loss(losses([1.0, 1e30]), CONFIG) == []
+
+
+def test_diverging_loss():
+    (f,) = rules.loss_diverging(losses([1.0, 0.5, 0.4] + [1.0] * 5), CONFIG)
+    assert f.code == "MSD202" and f.step == 8
+    assert rules.loss_diverging(losses([1.0, 0.5, 0.4] + [0.79] * 5), CONFIG) == []  # just under 2x
+
+
+def test_loss_not_decreasing():
+    assert codes(rules.loss_not_decreasing(losses([1.0] * 5 + [0.97] * 5), CONFIG)) == ["MSD203"]
+    assert rules.loss_not_decreasing(losses([1.0] * 5 + [0.94] * 5), CONFIG) == []
+    assert rules.loss_not_decreasing(losses([1.0] * 9), CONFIG) == []  # needs two windows
+
+
+def test_loss_oscillating():
+    swing = [2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0]
+    assert codes(rules.loss_oscillating(losses(swing), CONFIG)) == ["MSD204"]
+    jitter = [2.0, 1.9, 1.95, 1.85, 1.9, 1.8, 1.85]  # alternates, but by 5 % of the initial loss
+    assert rules.loss_oscillating(losses(jitter), CONFIG) == []
+
+
+def test_loss_suspiciously_low_only_in_the_first_steps():
+    assert codes(rules.loss_suspiciously_low(losses([1e-6, 1.0]), CONFIG)) == ["MSD205"]
+    assert rules.loss_suspiciously_low(losses([1.0, 1.0, 1.0, 1e-6]), CONFIG) == []
+
+
+@pytest.mark.parametrize("first, fires", [(9.0, True), (0.1, True), (2.5, False)])
+def test_unexpected_initial_loss(first, fires):
+    history = losses([first], num_classes=10)  # ln(10) = 2.30
+    assert bool(rules.unexpected_initial_loss(history, CONFIG)) is fires
+
+
+def probed(step, grads=None, acts=None, **kw):
+    grads = grads or {}
+    return StepSignals(step=step, grad_norm={k: v for k, v in grads.items()},
+                       grad_mean_abs={k: v for k, v in grads.items()}, activations=acts or {}, **kw)
+
+
+def test_nonfinite_tensor_names_first_cell_in_network_order():
+    acts = {"late": ActivationStats("relu", math.nan, nonfinite=4, order=2),
+            "early": ActivationStats("relu", math.inf, nonfinite=1, order=1)}
+    history = TrainingHistory(steps=[probed(1, {"a.weight": 1.0}), probed(5, {"a.weight": 1.0}, acts,
+                                                                           grad_nonfinite={"a.weight": 3})],
+                              parameter_order=["a.weight"])
+    (f,) = rules.nonfinite_tensor(history, CONFIG)
+    assert f.step == 5 and f.location == {"cell": "early"}
+    clean = TrainingHistory(steps=[probed(1, {"a.weight": 1.0}, grad_nonfinite={"a.weight": 0})])
+    assert rules.nonfinite_tensor(clean, CONFIG) == []
+
+
+def test_vanishing_gradient_needs_persistence():
+    order = ["first.weight", "last.weight"]
+    tiny = {"first.weight": 1e-9, "last.weight": 1e-2}
+    history = TrainingHistory(steps=[probed(1, tiny), probed(2, tiny)], parameter_order=order)
+    (f,) = rules.vanishing_gradient(history, CONFIG)
+    assert f.location["parameter"] == "first.weight"
+    once = TrainingHistory(steps=[probed(1, {"first.weight": 1.0, "last.weight": 1.0}), probed(2, tiny)],
+                           parameter_order=order)
+    assert rules.vanishing_gradient(once, CONFIG) == []
+
+
+def test_exploding_gradient():
+    grow = TrainingHistory(steps=[probed(i, {"w": 3.0 ** i}) for i in range(1, 6)])
+    assert codes(rules.exploding_gradient(grow, CONFIG)) == ["MSD208"]
+    steady = TrainingHistory(steps=[probed(i, {"w": 1.5 ** i}) for i in range(1, 6)])  # 1.5x per probe, 7.6x total
+    assert rules.exploding_gradient(steady, CONFIG) == []
+
+
+def test_saturated_activation_and_dead_relu_read_the_right_kinds():
+    act = {"sig": ActivationStats("sigmoid", 1.0, saturated_fraction=0.9995, order=0),
+           "relu": ActivationStats("relu", 0.0, dead_fraction=0.998, order=1)}
+    history = TrainingHistory(steps=[probed(1, acts=act), probed(2, acts=act)])
+    assert codes(rules.saturated_activation(history, CONFIG)) == ["MSD213"]
+    assert rules.dead_relu(history, CONFIG) == []  # 99.8 % dead is under the 99.9 % threshold
+
+
+def test_activation_exploding_needs_growth_through_the_network():
+    growing = {f"a{i}": ActivationStats("relu", m, order=i) for i, m in enumerate([1.0, 5.0, 30.0])}
+    shrinking = {f"a{i}": ActivationStats("relu", m, order=i) for i, m in enumerate([30.0, 5.0, 1.0])}
+    assert codes(rules.activation_exploding(TrainingHistory(steps=[probed(1, acts=growing)]), CONFIG)) == ["MSD216"]
+    assert rules.activation_exploding(TrainingHistory(steps=[probed(1, acts=shrinking)]), CONFIG) == []
+
+
+def test_loss_scale_overflow_ignores_the_calibration_phase():
+    calibrating = [True] * 5 + [False] * 20
+    history = TrainingHistory(steps=[StepSignals(i, 1.0, overflow=o) for i, o in enumerate(calibrating)])
+    assert rules.loss_scale_overflow(history, CONFIG) == []
+    flaky = [False, True] * 10
+    history = TrainingHistory(steps=[StepSignals(i, 1.0, overflow=o) for i, o in enumerate(flaky)])
+    assert codes(rules.loss_scale_overflow(history, CONFIG)) == ["MSD214"]
+
+
+def test_train_mode_off():
+    (f,) = rules.train_mode_off(["head.bn"], step=3)
+    assert f.code == "MSD105" and f.location == {"cell": "head.bn"}
+    assert rules.train_mode_off([], step=3) == []
+
+
+def test_history_round_trips_through_json_dict():
+    history = TrainingHistory(steps=[probed(1, {"w": 1.0})], parameter_order=["w"], parameter_shapes={"w": [2, 3]})
+    assert TrainingHistory.from_dict(history.to_dict()) == history
