@@ -205,6 +205,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(list(args.demo_args)) or EXIT_OK
 
 
+def cmd_sanity(args: argparse.Namespace) -> int:
+    return _feature("mindspore_doctor.sanity", "run_sanity_command", "the sanity workflow")(args)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "doctor_report.json").is_file():
@@ -247,6 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="train a small buggy model with the Doctor and print what it finds")
     demo.add_argument("demo_args", nargs=argparse.REMAINDER)
     demo.set_defaults(handler=cmd_demo)
+
+    sanity = sub.add_parser("sanity", help="initial loss, overfit one batch, trivial baseline, lr range test")
+    from mindspore_doctor.sanity import add_sanity_arguments
+
+    add_sanity_arguments(sanity)
+    sanity.set_defaults(handler=cmd_sanity)
 
     report = sub.add_parser("report", help="render a finished run (its summary_dir)")
     report.add_argument("run_dir", metavar="RUN_DIR")

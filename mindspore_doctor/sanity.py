@@ -323,15 +323,25 @@ def format_sanity_text(report: Report) -> str:
 
 
 def _load_attr(spec: str, what: str) -> Any:
-    from mindspore_doctor.static.loader import LoadError, _import_module, _resolve_attr
+    from mindspore_doctor.static.loader import LoadError, import_module, resolve_attr
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise LoadError(f"bad {what} {spec!r}; expected pkg.module:attr")
-    return _resolve_attr(_import_module(module_name), attr, spec)
+    return resolve_attr(import_module(module_name), attr, spec)
 
 
-def sanity_cli(argv: Sequence[str]) -> int:
+def add_sanity_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``msdoctor sanity`` (the CLI owns the parser, this module its options)."""
+    parser.add_argument("build", metavar="BUILD", help="pkg.module:attr of a zero-argument factory returning "
+                        "(net, loss_fn, optimizer)")
+    parser.add_argument("--data", required=True, metavar="DATASET", help="pkg.module:attr of a dataset or a "
+                        "zero-argument factory returning a batched dataset (last column = label)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--fail-on", choices=[s.value for s in Severity], default="warning")
+
+
+def run_sanity_command(args: argparse.Namespace) -> int:
     """``msdoctor sanity module:build --data module:dataset_factory [--format text|json] [--fail-on LEVEL]``.
 
     Exit codes as ``msdoctor lint``: 0 clean, 1 findings at or above ``--fail-on``
@@ -339,17 +349,6 @@ def sanity_cli(argv: Sequence[str]) -> int:
     """
     from mindspore_doctor.static.loader import LoadError
 
-    parser = argparse.ArgumentParser(prog="msdoctor sanity", description="Sanity checks before a long training.")
-    parser.add_argument("build", metavar="BUILD", help="pkg.module:attr of a zero-argument factory returning "
-                        "(net, loss_fn, optimizer)")
-    parser.add_argument("--data", required=True, metavar="DATASET", help="pkg.module:attr of a dataset or a "
-                        "zero-argument factory returning a batched dataset (last column = label)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--fail-on", choices=[s.value for s in Severity], default="warning")
-    try:
-        args = parser.parse_args(list(argv))
-    except SystemExit as exc:
-        return 0 if exc.code == 0 else 2
     try:
         build = _load_attr(args.build, "BUILD")
         dataset = _load_attr(args.data, "--data")

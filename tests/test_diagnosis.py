@@ -75,7 +75,7 @@ def test_no_symptom_no_cause_and_meta_roundtrip():
 
 
 class MLP(nn.Cell):
-    def __init__(self, out=2, weight_init="normal", softmax=False, dropout=0.0):
+    def __init__(self, out=2, weight_init="he_uniform", softmax=False, dropout=0.0):
         super().__init__()
         self.fc1 = nn.Dense(8, 16, weight_init=weight_init)
         self.relu = nn.ReLU()

@@ -176,6 +176,7 @@ CAUSES: tuple[Cause, ...] = (
         "One class dominates: the model learns to predict it and looks no better than the majority class.",
         (
             S("MSD302", 3, key=True),
+            S("MSD307", 1),
             S("MSD404", 1.5),
             S("MSD402", 1),
         ),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable
@@ -25,6 +26,7 @@ from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.rules import distributed as rules
 
 _CODES = ("MSD501", "MSD502", "MSD503")
+_SHARDED_MODES = ("semi_auto_parallel", "auto_parallel", "hybrid_parallel")
 
 
 class RankMonitor:
@@ -40,6 +42,9 @@ class RankMonitor:
         self._last_check = 0
         self._step = 0
         self._broken_reported = False
+        self._check_seconds: list[float] = []
+        self.replicated = True
+        """False under semi-auto/auto/hybrid parallel: every rank holds a slice, MSD501-503 do not apply."""
         self.meta: dict[str, Any] = {"rank": self.info.rank, "world_size": self.info.world_size,
                                      "backend": self.info.backend}
 
@@ -61,6 +66,12 @@ class RankMonitor:
         findings: list[Finding] = []
         self.meta["parallel_mode"] = str(getattr(cb_params, "parallel_mode", None))
         self.meta["device_number"] = getattr(cb_params, "device_number", None)
+        if self.meta["parallel_mode"].lower() in _SHARDED_MODES:  # the same on every rank: all skip together
+            self.replicated = False
+            return [make_finding(
+                "MSD002", f"{', '.join(_CODES)} skipped: parallel_mode={self.meta['parallel_mode']} slices "
+                "parameters and data across ranks, so ranks are not expected to hold equal weights or read "
+                "different samples.", location={"check": "rank-fingerprint"}, evidence={"codes": list(_CODES)})]
         payload = self._measure(findings, "rank-fingerprint", lambda: self._begin_payload(cb_params))
         gathered = self._exchange(payload, findings)
         if gathered is not None:
@@ -73,7 +84,7 @@ class RankMonitor:
         return findings
 
     def on_step_end(self, cb_params: Any) -> list[Finding]:
-        if not self.active:
+        if not (self.active and self.replicated):
             return []
         findings: list[Finding] = []
         self._steps_seen += 1
@@ -89,7 +100,7 @@ class RankMonitor:
 
     def on_train_end(self, cb_params: Any) -> list[Finding]:
         """A last MSD502 check, unless the last step was just checked."""
-        if not self.active or self._steps_seen == self._last_check:
+        if not (self.active and self.replicated) or self._steps_seen == self._last_check:
             return []
         return self._compare_weights()
 
@@ -113,23 +124,31 @@ class RankMonitor:
 
     def cost(self) -> dict[str, Any]:
         """Wall time of the Doctor's collectives on this rank (what the checks cost)."""
-        seconds = self.channel.seconds
+        seconds, checks = self.channel.seconds, self._check_seconds
         return {"collectives": len(seconds),
                 "collective_median_s": statistics.median(seconds) if seconds else None,
-                "collective_max_s": max(seconds) if seconds else None}
+                "collective_max_s": max(seconds) if seconds else None,
+                "weight_checks": len(checks),
+                "weight_check_median_s": statistics.median(checks) if checks else None}
 
     # --- checks -----------------------------------------------------------------------------
 
     def _begin_payload(self, cb_params: Any) -> dict[str, Any]:
         from mindspore_doctor.distributed.fingerprint import ParameterFingerprint
 
-        network = getattr(cb_params, "train_network", None) or cb_params.network
-        parameters = [p for p in network.trainable_params() if int(np.prod(p.shape)) > 0]
+        parameters = [p for p in _trained_parameters(cb_params) if int(np.prod(p.shape)) > 0]
         self._fingerprint = ParameterFingerprint(parameters)
         self._names = list(self._fingerprint.names)
         return {"names": self._names, "fp": self._fingerprint.measure().tolist()}
 
     def _compare_weights(self) -> list[Finding]:
+        started = time.perf_counter()
+        try:
+            return self._compare_weights_now()
+        finally:
+            self._check_seconds.append(time.perf_counter() - started)
+
+    def _compare_weights_now(self) -> list[Finding]:
         findings: list[Finding] = []
         self._last_check = self._steps_seen
         payload = self._measure(findings, "rank-fingerprint", lambda: {"fp": self._fingerprint.measure().tolist()})
@@ -201,6 +220,16 @@ class RankMonitor:
         return [make_finding("MSD002", f"{code} could not compare ranks {missing}: they could not measure their "
                              "parameters (see their MSD001).", location={"check": "rank-fingerprint"},
                              evidence={"codes": [code], "ranks": missing})]
+
+
+def _trained_parameters(cb_params: Any) -> list[Any]:
+    """The weights the optimizer updates (not its own state: moments, step, learning rate)."""
+    from mindspore import nn
+
+    network = getattr(cb_params, "train_network", None) or cb_params.network
+    optimizer = getattr(cb_params, "optimizer", None) or next(
+        (cell for _, cell in network.cells_and_names() if isinstance(cell, nn.Optimizer)), None)
+    return list(optimizer.parameters) if optimizer is not None else list(network.trainable_params())
 
 
 def _batch_digests(batch: Any) -> list[str]:

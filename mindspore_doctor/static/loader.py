@@ -95,7 +95,7 @@ def import_file(path: str | Path) -> ModuleType:
     return module
 
 
-def _import_module(name: str) -> ModuleType:
+def import_module(name: str) -> ModuleType:
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))  # as `python -m` does
     try:
@@ -181,7 +181,7 @@ def targets_from_module(module: ModuleType, label: str) -> list[LintTarget]:
     return targets
 
 
-def _resolve_attr(module: ModuleType, dotted: str, target: str) -> Any:
+def resolve_attr(module: ModuleType, dotted: str, target: str) -> Any:
     value: Any = module
     for part in dotted.split("."):
         try:
@@ -192,7 +192,7 @@ def _resolve_attr(module: ModuleType, dotted: str, target: str) -> Any:
 
 
 def _target_from_attr(module: ModuleType, dotted: str, target: str) -> LintTarget:
-    value = _resolve_attr(module, dotted, target)
+    value = resolve_attr(module, dotted, target)
     name = dotted.rsplit(".", 1)[-1]
     if _is_cell_class(value):
         missing = _required_arguments(value)
@@ -219,7 +219,7 @@ def load_targets(target: str) -> list[LintTarget]:
         module_name, _, attr = target.partition(":")
         if not module_name or not attr:
             raise LoadError(f"bad TARGET {target!r}; expected path/to/file.py or pkg.module:attr")
-        return [_target_from_attr(_import_module(module_name), attr, target)]
+        return [_target_from_attr(import_module(module_name), attr, target)]
     if target.endswith(".py") or Path(target).exists() or "/" in target or "\\" in target:
         return targets_from_module(import_file(target), target)
-    return targets_from_module(_import_module(target), target)
+    return targets_from_module(import_module(target), target)
