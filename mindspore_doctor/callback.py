@@ -242,7 +242,7 @@ class Doctor(Callback):
         for path, (kind, order, row) in reading.activations.items():
             signals.activations[path] = ActivationStats(
                 kind=kind, dead_fraction=float(row[0]), saturated_fraction=float(row[1]), mean_abs=float(row[2]),
-                nonfinite=int(row[3]) if math.isfinite(row[3]) else 1, order=order)
+                nonfinite=int(not math.isfinite(row[2])), order=order)
 
     def _recent_history(self) -> TrainingHistory:
         """Head and tail of the history: rules re-run often, so each run stays cheap on long trainings."""

@@ -85,8 +85,10 @@ def test_healthy_run_has_zero_warnings_and_rank0_merges_both_ranks(healthy):
     assert report.meta["distributed"]["ranks_merged"] == [0, 1]
     assert report.meta["distributed"]["collectives"] >= 5  # begin, batches, every 2 of 8 steps, merge
     assert all(f.location["ranks"] == [0, 1] for f in report.findings)  # both ranks saw the same infos
-    for rank in (0, 1):  # each rank's own report and history live under summary_dir/rank_{id}
-        assert (healthy / "doctor" / f"rank_{rank}" / "doctor_report.json").is_file()
+    for rank in (0, 1):  # each rank's report, history and MindInsight summary: summary_dir/rank_{id}
+        rank_dir = healthy / "doctor" / f"rank_{rank}"
+        assert (rank_dir / "doctor_report.json").is_file()
+        assert list(rank_dir.glob("*.events.summary.*")), sorted(p.name for p in rank_dir.iterdir())
 
 
 def test_doctor_does_no_harm_across_ranks(healthy):

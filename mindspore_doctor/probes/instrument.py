@@ -29,12 +29,16 @@ import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 
-# Rows of ProbedOptimizer.stats (one column per optimizer parameter).
-GRAD_SQ, GRAD_MEAN_ABS, GRAD_NONFINITE, WEIGHT_NONFINITE, UPDATE_MEAN_ABS, UPDATE_MAX_ABS, WEIGHT_MEAN_ABS = range(7)
-_PARAM_ROWS = 7
+# Rows of ProbedOptimizer.stats (one column per optimizer parameter): SUMS over each parameter's
+# elements, the host divides by the sizes. Each op in a graph is a kernel with its own host
+# memory, so the statistics are computed on the flattened, concatenated tensors with segment
+# reductions: a fixed dozen kernels whatever the number of parameters. Non-finite counts are
+# not computed: a sum of |x| is non-finite exactly when x holds a NaN/Inf (or overflows).
+GRAD_SQ, GRAD_ABS, UPDATE_ABS, UPDATE_MAX_ABS, WEIGHT_ABS = range(5)
+_PARAM_ROWS = 5
 
-# Rows of an activation probe's stats.
-ACT_DEAD, ACT_SATURATED, ACT_MEAN_ABS, ACT_NONFINITE = range(4)
+# Rows of an activation probe's stats (non-finite: mean |a| is).
+ACT_DEAD, ACT_SATURATED, ACT_MEAN_ABS = range(3)
 
 # Activation cell classes we probe: kind, dead-fraction (ReLU-like), input saturation bound (|x| beyond it is flat).
 ACTIVATION_KINDS: dict[type, tuple[str, bool, float]] = {
@@ -46,11 +50,12 @@ ACTIVATION_KINDS: dict[type, tuple[str, bool, float]] = {
 }
 
 
-def _buffer(rows: int, cols: int | None = None, dtype: Any = np.float32) -> Parameter:
-    """A free (unregistered) Parameter the graph writes its statistics into."""
+def _buffer(rows: int, cols: int | None = None, dtype: Any = np.float32, value: np.ndarray | None = None) -> Parameter:
+    """A free (unregistered) Parameter the graph reads or writes; never part of a checkpoint."""
     shape = (rows,) if cols is None else (rows, cols)
     _buffer.count += 1
-    return Parameter(Tensor(np.zeros(shape, dtype)), name=f"_msdoctor_probe_{_buffer.count}", requires_grad=False)
+    data = value if value is not None else np.zeros(shape, dtype)
+    return Parameter(Tensor(data), name=f"_msdoctor_probe_{_buffer.count}", requires_grad=False)
 
 
 _buffer.count = 0
@@ -60,8 +65,13 @@ def _f32(x: Any) -> Any:
     return x.astype(ms.float32)
 
 
-def _nonfinite_count(x: Any) -> Any:
-    return _f32(ops.logical_not(ops.isfinite(x))).sum()
+def _flat(tensors, done=None):
+    parts = []
+    for t in tensors:
+        if done is not None:
+            t = ops.depend(t, done)
+        parts.append(_f32(t).reshape(-1))
+    return ops.concat(parts)
 
 
 class ProbedOptimizer(nn.Cell):
@@ -71,38 +81,32 @@ class ProbedOptimizer(nn.Cell):
         super().__init__(auto_prefix=False)
         self.optimizer = optimizer
         self.probing = False
-        object.__setattr__(self, "weights", optimizer.parameters)
-        object.__setattr__(self, "stats", _buffer(_PARAM_ROWS, len(optimizer.parameters)))
+        params = optimizer.parameters
+        self.sizes = np.array([max(1, int(np.prod(p.shape))) for p in params], np.float64)
+        self.segments = len(params)
+        segment_ids = np.repeat(np.arange(len(params), dtype=np.int32), self.sizes.astype(np.int64))
+        object.__setattr__(self, "weights", params)
+        object.__setattr__(self, "segment_ids", _buffer(0, value=segment_ids))  # one int32 per weight element
+        object.__setattr__(self, "stats", _buffer(_PARAM_ROWS, len(params)))
         object.__setattr__(self, "calls", _buffer(1, dtype=np.int32))
 
     def construct(self, grads):  # noqa: D401 - MindSpore construct
         if not self.probing:
             return self.optimizer(grads)
-        grad_sq = []
-        grad_mean_abs = []
-        grad_nonfinite = []
-        before = []
-        for g in grads:
-            g32 = _f32(g)
-            grad_sq.append((g32 * g32).sum())
-            grad_mean_abs.append(ops.abs(g32).mean())
-            grad_nonfinite.append(_nonfinite_count(g32))
-        for w in self.weights:
-            before.append(_f32(w) * 1.0)
+        g = _flat(grads)
+        before = _flat(self.weights)  # the one copy of the weights, alive during this step only
         done = self.optimizer(grads)
-        weight_nonfinite = []
-        update_mean_abs = []
-        update_max_abs = []
-        weight_mean_abs = []
-        for i in range(len(before)):
-            after = _f32(ops.depend(self.weights[i], done))
-            delta = ops.abs(after - before[i])
-            weight_nonfinite.append(_nonfinite_count(after))
-            update_mean_abs.append(delta.mean())
-            update_max_abs.append(delta.max())
-            weight_mean_abs.append(ops.abs(before[i]).mean())
-        rows = (grad_sq, grad_mean_abs, grad_nonfinite, weight_nonfinite, update_mean_abs, update_max_abs, weight_mean_abs)
-        ops.assign(self.stats, ops.stack([ops.stack(r) for r in rows]))
+        after = _flat(self.weights, done)
+        delta = ops.abs(after - before)
+        ids, n = self.segment_ids, self.segments
+        stats = ops.stack([
+            ops.unsorted_segment_sum(g * g, ids, n),
+            ops.unsorted_segment_sum(ops.abs(g), ids, n),
+            ops.unsorted_segment_sum(delta, ids, n),
+            ops.unsorted_segment_max(delta, ids, n),
+            ops.unsorted_segment_sum(ops.abs(after), ids, n),
+        ])
+        ops.assign(self.stats, stats)
         ops.assign_add(self.calls, ops.ones((1,), ms.int32))
         return done
 
@@ -136,7 +140,7 @@ def _probed_activation_class(base: type) -> type:
                     dead = _f32(a <= 0).mean()
                 if self._msd_saturation > 0:
                     saturated = _f32(ops.abs(x) > self._msd_saturation).mean()
-                stats = ops.stack([dead, saturated, ops.abs(a).mean(), _nonfinite_count(a)])
+                stats = ops.stack([dead, saturated, ops.abs(a).mean()])
                 ops.assign(self._msd_stats, stats)
             return y
 
@@ -161,6 +165,7 @@ class ProbeReading:
     grad_norm: dict[str, float] = field(default_factory=dict)
     grad_mean_abs: dict[str, float] = field(default_factory=dict)
     grad_nonfinite: dict[str, int] = field(default_factory=dict)
+    """1 when the gradient holds a NaN/Inf (a flag, not a count)."""
     weight_nonfinite: dict[str, int] = field(default_factory=dict)
     update_abs: dict[str, float] = field(default_factory=dict)
     update_ratio: dict[str, float] = field(default_factory=dict)
@@ -201,7 +206,7 @@ class Instrumentation:
         owner._cells[name] = self.probed_optimizer  # pylint: disable=protected-access (no parameter renaming)
         for cell in self.activations.values():
             base = type(cell)
-            object.__setattr__(cell, "_msd_stats", _buffer(4))
+            object.__setattr__(cell, "_msd_stats", _buffer(3))
             cell.__class__ = _probed_activation_class(base)
             cell._msd_probing = False  # pylint: disable=protected-access
             self._swapped.append((cell, base))
@@ -241,15 +246,18 @@ class Instrumentation:
         if calls != self._last_calls:
             self._last_calls = calls
             stats = self.probed_optimizer.stats.asnumpy().astype(np.float64)
+            sizes = self.probed_optimizer.sizes
             for i, name in enumerate(self.parameter_names):
+                grad_mean_abs = stats[GRAD_ABS, i] / sizes[i]
+                weight_mean_abs = stats[WEIGHT_ABS, i] / sizes[i]
                 out.grad_norm[name] = float(np.sqrt(stats[GRAD_SQ, i]))
-                out.grad_mean_abs[name] = float(stats[GRAD_MEAN_ABS, i])
-                out.grad_nonfinite[name] = int(stats[GRAD_NONFINITE, i])
-                out.weight_nonfinite[name] = int(stats[WEIGHT_NONFINITE, i])
+                out.grad_mean_abs[name] = float(grad_mean_abs)
+                out.grad_nonfinite[name] = int(not np.isfinite(grad_mean_abs))
+                out.weight_nonfinite[name] = int(not np.isfinite(weight_mean_abs))
                 out.update_abs[name] = float(stats[UPDATE_MAX_ABS, i])
-                out.weight_mean_abs[name] = float(stats[WEIGHT_MEAN_ABS, i])
-                mean_w = stats[WEIGHT_MEAN_ABS, i]
-                out.update_ratio[name] = float(stats[UPDATE_MEAN_ABS, i] / mean_w) if mean_w > 0 else float("inf")
+                out.weight_mean_abs[name] = float(weight_mean_abs)
+                update_mean_abs = stats[UPDATE_ABS, i] / sizes[i]
+                out.update_ratio[name] = float(update_mean_abs / weight_mean_abs) if weight_mean_abs > 0 else float("inf")
         for order, (path, cell) in enumerate(self.activations.items()):
             out.activations[path] = (cell._msd_kind, order, cell._msd_stats.asnumpy().astype(np.float64))
         return out
