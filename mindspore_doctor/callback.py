@@ -235,14 +235,17 @@ class Doctor(Callback):
         return signals
 
     def _read_probes(self, signals: StepSignals) -> None:
+        from mindspore_doctor.probes.instrument import ACT_DEAD, ACT_MEAN_ABS, ACT_SATURATED
+
         reading = self._instrumentation.read()
         for name in ("grad_norm", "grad_mean_abs", "grad_nonfinite", "weight_nonfinite", "update_ratio",
                      "update_abs", "weight_mean_abs"):
             setattr(signals, name, getattr(reading, name))
         for path, (kind, order, row) in reading.activations.items():
+            mean_abs = float(row[ACT_MEAN_ABS])
             signals.activations[path] = ActivationStats(
-                kind=kind, dead_fraction=float(row[0]), saturated_fraction=float(row[1]), mean_abs=float(row[2]),
-                nonfinite=int(not math.isfinite(row[2])), order=order)
+                kind=kind, dead_fraction=float(row[ACT_DEAD]), saturated_fraction=float(row[ACT_SATURATED]),
+                mean_abs=mean_abs, nonfinite=int(not math.isfinite(mean_abs)), order=order)
 
     def _recent_history(self) -> TrainingHistory:
         """Head and tail of the history: rules re-run often, so each run stays cheap on long trainings."""

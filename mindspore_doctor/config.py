@@ -36,8 +36,9 @@ class DoctorConfig:
     # --- training signals (MSD2xx) -------------------------------------------------
     stop_on: str | None = None
     """Ask training to stop at a finding of this severity or worse ("error"); None: never stop."""
-    probe_every: int = 10
-    """Read the in-graph gradient/update/activation statistics every N steps (loss: every step)."""
+    probe_every: int = 50
+    """Run the probed step (gradient/update/activation statistics) every N steps; the loss is read every step.
+    Each probed step switches to a second compiled graph, which costs about one extra step on CPU."""
     loss_window: int = 20
     """MSD202/203/204: number of loss checks in a trend window."""
     diverge_factor: float = 2.0

@@ -68,20 +68,22 @@ class SmallConvNet(nn.Cell):
 
 @pytest.mark.parametrize("optimizer", ["momentum", "adam"])
 def test_final_weights_bitwise_identical_with_and_without_doctor(exec_mode, optimizer):
-    def run(with_doctor):
+    def run(options):
         ms.set_seed(0)
         net = SmallConvNet()
         opt = (nn.Adam(net.trainable_params(), 1e-3) if optimizer == "adam"
                else nn.Momentum(net.trainable_params(), 0.05, 0.9))
-        callbacks = [Doctor(ignore=QUIET)] if with_doctor else []
+        callbacks = [Doctor(ignore=QUIET, **options)] if options is not None else []
         model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), opt)
         model.train(2, _dataset(n=96, image=(1, 8, 8)), callbacks=callbacks, dataset_sink_mode=False)
         return {p.name: p.asnumpy() for p in model._train_network.get_parameters()}  # pylint: disable=protected-access
 
-    plain, doctored = run(False), run(True)
-    assert plain.keys() == doctored.keys()  # no probe buffer leaks into the train network
-    for name, value in plain.items():
-        assert np.array_equal(value, doctored[name]), name
+    plain = run(None)
+    for options in ({}, {"probe_every": 3}):  # defaults, and a probe on every third step
+        doctored = run(options)
+        assert plain.keys() == doctored.keys()  # no probe buffer leaks into the train network
+        for name, value in plain.items():
+            assert np.array_equal(value, doctored[name]), (options, name)
 
 
 # --- healthy networks ---------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from mindspore import nn
 from mindspore.train import Model
 
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.probes.evaluation import Evaluator, ModeSnapshot, Probe, read_batches
+from mindspore_doctor.probes.evaluation import Evaluator, Probe, read_batches
+from mindspore_doctor.probes.modes import ModeSnapshot
 from mindspore_doctor.rules.evaluation import (EvalRecord, Metric, mode_switch_inconsistency, overfitting,
                                                underfitting, worse_than_baseline)
 

@@ -8,18 +8,7 @@ import numpy as np
 from mindspore_doctor.data.roles import ColumnRoles, forward_cell
 from mindspore_doctor.data.sampling import error_summary
 from mindspore_doctor.data.signals import LabelStats, NetworkSignals
-
-
-def _saved_modes(cell: Any) -> list[tuple[Any, bool, Any]]:
-    return [(c, c.training, getattr(c, "_phase", None)) for _, c in cell.cells_and_names()]
-
-
-def _restore_modes(saved: list[tuple[Any, bool, Any]]) -> None:
-    """Put every cell back as it was, mixed train/eval sub-cells included (set_train would flatten them)."""
-    for cell, training, phase in saved:
-        cell.add_flags(training=training)
-        if phase is not None:
-            cell._phase = phase
+from mindspore_doctor.probes.modes import forward_in_eval_mode
 
 
 def _class_axis(out_shape: tuple[int, ...], label_shape: tuple[int, ...]) -> int:
@@ -35,14 +24,10 @@ def count_outputs(network: Any, batch: dict[str, np.ndarray], roles: ColumnRoles
 
     cell = forward_cell(network)
     inputs = [ms.Tensor(batch[c]) for c in roles.inputs]
-    saved = _saved_modes(cell)
     try:
-        cell.set_train(False)  # BatchNorm would update its moving statistics in train mode
-        out = cell(*inputs)
+        out = forward_in_eval_mode(cell, *inputs)  # train mode would update BatchNorm's moving statistics
     except Exception as exc:  # noqa: BLE001 - a net that cannot take the sampled batch is reported, not raised
         return None, f"one forward pass on a sampled batch raised {error_summary(exc)}"
-    finally:
-        _restore_modes(saved)
     while isinstance(out, (tuple, list)) and out:
         out = out[0]
     shape = tuple(out.shape)

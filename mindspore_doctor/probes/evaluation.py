@@ -23,28 +23,11 @@ from mindspore import Tensor, nn
 
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
+from mindspore_doctor.probes.modes import ModeSnapshot
 from mindspore_doctor.rules.evaluation import EvalRecord, Metric, evaluation_findings, mode_switch_inconsistency
 
 Batch = tuple[np.ndarray, ...]
 _MODE_DEPENDENT = ("BatchNorm", "Dropout")
-
-
-class ModeSnapshot:
-    """Every cell's train/eval flag (and phase), to be restored exactly after a forward in another mode."""
-
-    def __init__(self, network: nn.Cell) -> None:
-        self._cells = [(cell, cell.training, cell.phase) for _, cell in network.cells_and_names()]
-
-    def restore(self) -> None:
-        for cell, training, phase in self._cells:
-            cell.add_flags(training=training)
-            cell.phase = phase
-
-    def __enter__(self) -> "ModeSnapshot":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.restore()
 
 
 class _Forward(nn.Cell):

@@ -146,7 +146,6 @@ def _probed_activation_class(base: type) -> type:
 
     ProbedActivation.__name__ = base.__name__
     ProbedActivation.__qualname__ = base.__qualname__
-    ProbedActivation._msd_base = base
     ProbedActivation._msd_kind = kind
     return ProbedActivation
 

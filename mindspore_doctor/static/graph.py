@@ -275,26 +275,12 @@ def _is_elementwise(loss: Any) -> bool:
 
 
 def _forward_in_eval_mode(net: Any, inputs: list[Any]) -> Any:
-    """One forward pass in eval mode (no BatchNorm statistics update, no dropout); every cell's
-    ``training`` flag and phase are restored exactly afterwards."""
     import mindspore as ms
     import numpy as np
 
-    saved = []
-    for _, cell in net.cells_and_names():
-        state, flags = cell.__dict__, cell.__dict__.get("_func_graph_flags")
-        saved.append((cell, {k: state[k] for k in ("training", "_phase") if k in state}, flags and dict(flags)))
-    args = [ms.Tensor(x) if isinstance(x, np.ndarray) else x for x in inputs]
-    try:
-        net.set_train(False)
-        return net(*args)
-    finally:
-        for cell, attrs, flags in saved:
-            cell.__dict__.update(attrs)
-            if flags is None:
-                cell.__dict__.pop("_func_graph_flags", None)
-            else:
-                cell._func_graph_flags = flags
+    from mindspore_doctor.probes.modes import forward_in_eval_mode
+
+    return forward_in_eval_mode(net, *(ms.Tensor(x) if isinstance(x, np.ndarray) else x for x in inputs))
 
 
 def check_broadcast(ctx: LintContext) -> list[Finding]:
