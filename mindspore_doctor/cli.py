@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mindspore_doctor import __version__
-from mindspore_doctor.catalog import RULES, make_finding, resolve_codes
+from mindspore_doctor.catalog import RULES, resolve_codes
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Report, Severity
 

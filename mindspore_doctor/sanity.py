@@ -93,7 +93,7 @@ def _scalar_lr(optimizer: Any) -> float | None:
 
 
 def _built(build: Build) -> tuple[Any, Any, Any]:
-    from mindspore_doctor.static.inspector import CheckSkipped
+    from mindspore_doctor.checks import CheckSkipped
 
     made = build()
     if not isinstance(made, (tuple, list)) or len(made) < 3:
@@ -193,7 +193,7 @@ class _Session:
     def lr_range(self, _: Any) -> list[Finding]:
         from mindspore import Tensor
 
-        from mindspore_doctor.static.inspector import CheckSkipped
+        from mindspore_doctor.checks import CheckSkipped
 
         net, loss_fn, optimizer = _built(self.build)
         lr_param = getattr(optimizer, "learning_rate", None)
@@ -231,7 +231,7 @@ class _Session:
 
 def _batches(dataset: Any, count: int) -> list:
     from mindspore_doctor.probes.evaluation import read_batches
-    from mindspore_doctor.static.inspector import CheckSkipped
+    from mindspore_doctor.checks import CheckSkipped
 
     if callable(dataset) and not hasattr(dataset, "create_tuple_iterator"):
         dataset = dataset()
@@ -259,7 +259,7 @@ def sanity(build: Build, dataset: Any, progress: bool = True, **options: Any) ->
     the diagnosis (``meta["diagnosis"]``).
     """
     from mindspore_doctor.diagnosis import diagnose
-    from mindspore_doctor.static.inspector import StaticCheck, run_checks, selector
+    from mindspore_doctor.checks import Check, run_checks, selector
 
     config = options.pop("config", None) or DoctorConfig.from_options(options)
     wanted = selector(config)
@@ -270,16 +270,16 @@ def sanity(build: Build, dataset: Any, progress: bool = True, **options: Any) ->
         loaded.append(_batches(dataset, max(1, config.sanity_batches)))
         return []
 
-    findings = run_checks([StaticCheck("sanity-read-dataset", ("MSD215", "MSD403", "MSD404"), load)], None,
+    findings = run_checks([Check("sanity-read-dataset", ("MSD215", "MSD403", "MSD404"), load)], None,
                            lambda code: True)
     if loaded:
         session = _Session(build, loaded[0], config, progress)
         phases = [
-            StaticCheck("sanity-lint", ("MSD1",), session.lint),
-            StaticCheck("sanity-initial-loss", ("MSD215",), session.initial_loss),
-            StaticCheck("sanity-lr-range-test", ("MSD403",), session.lr_range),  # its suggestion is MSD403 evidence
-            StaticCheck("sanity-overfit-batch", ("MSD403",), session.overfit_batch),
-            StaticCheck("sanity-baseline", ("MSD404",), session.baseline),
+            Check("sanity-lint", ("MSD1",), session.lint),
+            Check("sanity-initial-loss", ("MSD215",), session.initial_loss),
+            Check("sanity-lr-range-test", ("MSD403",), session.lr_range),  # its suggestion is MSD403 evidence
+            Check("sanity-overfit-batch", ("MSD403",), session.overfit_batch),
+            Check("sanity-baseline", ("MSD404",), session.baseline),
         ]
         findings += run_checks(phases, None, wanted)
         lr_test = session.meta.pop("lr_range_test", None)

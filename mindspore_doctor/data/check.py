@@ -14,7 +14,7 @@ from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.data.signals import DataSignals, NetworkSignals
 from mindspore_doctor.findings import Finding, Report
-from mindspore_doctor.static.inspector import CheckSkipped, StaticCheck, run_checks, selector
+from mindspore_doctor.checks import Check, CheckSkipped, run_checks, selector
 
 T = TypeVar("T")
 DATA_CODES = tuple(f"MSD3{i:02d}" for i in range(1, 11))
@@ -35,7 +35,7 @@ def _guarded(name: str, codes: tuple[str, ...], measure: Callable[[], T], findin
             raise CheckSkipped(str(why)) from why
         return []
 
-    findings.extend(run_checks([StaticCheck(name, codes, run)], None, lambda code: True))
+    findings.extend(run_checks([Check(name, codes, run)], None, lambda code: True))
     return result[0] if result else None
 
 
@@ -98,7 +98,7 @@ def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, **option
 def _run_rules(signals: DataSignals, config: DoctorConfig, wanted: Callable[[str], bool]) -> list[Finding]:
     from mindspore_doctor.rules.data import RULES
 
-    checks = [StaticCheck(rule.__name__, (code,), partial(rule, config=config)) for code, rule in RULES]
+    checks = [Check(rule.__name__, (code,), partial(rule, config=config)) for code, rule in RULES]
     return run_checks(checks, signals, wanted)
 
 

@@ -14,7 +14,7 @@ from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.data.signals import DatasetSignals, DataSignals, FeatureStats, LabelStats
 from mindspore_doctor.findings import Finding
-from mindspore_doctor.static.inspector import CheckSkipped
+from mindspore_doctor.checks import CheckSkipped
 
 MIN_ORDER_SAMPLES = 32
 """Fewer labels than this say nothing reliable about their order or their outliers."""

@@ -47,7 +47,8 @@ from mindspore_doctor.static.ast_construct import (
     self_attribute,
     unsafe_divisions,
 )
-from mindspore_doctor.static.inspector import CheckSkipped, LintContext, SourceContext, StaticCheck
+from mindspore_doctor.checks import Check, CheckSkipped
+from mindspore_doctor.static.inspector import LintContext, SourceContext
 
 # --- MSD106 ----------------------------------------------------------------------------------
 
@@ -305,12 +306,12 @@ def check_broadcast(ctx: LintContext) -> list[Finding]:
 
 
 CHECKS = [
-    StaticCheck("unsafe-division", ("MSD106",), check_divisions),
-    StaticCheck("loss-activation", ("MSD107",), check_loss_activation),
-    StaticCheck("disconnected-cell", ("MSD110",), check_disconnected),
-    StaticCheck("silent-broadcast", ("MSD114",), check_broadcast),
+    Check("unsafe-division", ("MSD106",), check_divisions),
+    Check("loss-activation", ("MSD107",), check_loss_activation),
+    Check("disconnected-cell", ("MSD110",), check_disconnected),
+    Check("silent-broadcast", ("MSD114",), check_broadcast),
 ]
 SOURCE_CHECKS = [
-    StaticCheck("unsafe-division", ("MSD106",), check_divisions_source),
-    StaticCheck("disconnected-cell", ("MSD110",), check_disconnected_source),
+    Check("unsafe-division", ("MSD106",), check_divisions_source),
+    Check("disconnected-cell", ("MSD110",), check_disconnected_source),
 ]

@@ -2,26 +2,21 @@
 
 Checks live in the sibling modules (``parameters``, ``layers``, ``graph``); each
 exports ``CHECKS`` (need MindSpore objects) and may export ``SOURCE_CHECKS``
-(work on source text only, for ``msdoctor lint --no-import``). A check that
-raises becomes an MSD001 finding; one that cannot run in this setting raises
-``CheckSkipped`` and becomes MSD002. The others still run.
+(work on source text only, for ``msdoctor lint --no-import``), run by
+``mindspore_doctor.checks.run_checks``.
 """
 from __future__ import annotations
 
 import ast
-import traceback
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from mindspore_doctor.catalog import make_finding, resolve_codes
+from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.checks import run_checks, selector
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding, Report
-
-
-class CheckSkipped(Exception):
-    """Raised by a check that cannot run here; the message says why (becomes MSD002)."""
 
 
 @dataclass
@@ -53,60 +48,11 @@ class SourceContext:
     config: DoctorConfig = field(default_factory=DoctorConfig)
 
 
-@dataclass(frozen=True)
-class StaticCheck:
-    name: str
-    codes: tuple[str, ...]
-    run: Callable[[Any], list[Finding]]
-
-
 def check_modules() -> list[Any]:
     """The modules whose CHECKS / SOURCE_CHECKS make up the static linter."""
     from mindspore_doctor.static import graph, layers, parameters
 
     return [parameters, layers, graph]
-
-
-def run_checks(checks: Iterable[StaticCheck], ctx: Any, wanted: Callable[[str], bool]) -> list[Finding]:
-    found: list[Finding] = []
-    for check in checks:
-        if not any(wanted(c) for c in check.codes):
-            continue
-        try:
-            found.extend(check.run(ctx))
-        except CheckSkipped as why:
-            found.append(
-                make_finding(
-                    "MSD002",
-                    f"check `{check.name}` ({', '.join(check.codes)}) skipped: {why}",
-                    location={"check": check.name},
-                    evidence={"codes": list(check.codes)},
-                )
-            )
-        except Exception as exc:  # noqa: BLE001 - a broken check must never break the user's run
-            found.append(
-                make_finding(
-                    "MSD001",
-                    f"check `{check.name}` raised {type(exc).__name__}: {exc}",
-                    location={"check": check.name},
-                    evidence={"codes": list(check.codes), "traceback": traceback.format_exc()},
-                    suggestion="This is a bug in mindspore_doctor; please report it with the traceback.",
-                )
-            )
-    return found
-
-
-def selector(config: DoctorConfig) -> Callable[[str], bool]:
-    """Predicate: is this code wanted under ``config.select`` / ``config.ignore``?"""
-    selected = resolve_codes(config.select) if config.select else None
-    ignored = resolve_codes(config.ignore)
-
-    def wanted(code: str) -> bool:
-        if code in ("MSD001", "MSD002"):
-            return code not in ignored
-        return (selected is None or code in selected) and code not in ignored
-
-    return wanted
 
 
 def _report(findings: list[Finding], config: DoctorConfig, **meta: Any) -> Report:

@@ -28,7 +28,8 @@ from mindspore_doctor.static.ast_construct import (
     reachable_methods,
     softmax_call,
 )
-from mindspore_doctor.static.inspector import LintContext, SourceContext, StaticCheck
+from mindspore_doctor.checks import Check
+from mindspore_doctor.static.inspector import LintContext, SourceContext
 
 Site = tuple[str, Any, dict[str, Any]]
 """(display name, parsed call site or measured value, location)."""
@@ -154,12 +155,12 @@ def check_softmax_axis_source(ctx: SourceContext) -> list[Finding]:
 
 
 CHECKS = [
-    StaticCheck("dropout-rate", ("MSD104",), check_dropout),
-    StaticCheck("batchnorm-statistics", ("MSD105",), check_batchnorm),
-    StaticCheck("softmax-axis", ("MSD113",), check_softmax_axis),
+    Check("dropout-rate", ("MSD104",), check_dropout),
+    Check("batchnorm-statistics", ("MSD105",), check_batchnorm),
+    Check("softmax-axis", ("MSD113",), check_softmax_axis),
 ]
 SOURCE_CHECKS = [
-    StaticCheck("dropout-rate", ("MSD104",), check_dropout_source),
-    StaticCheck("batchnorm-statistics", ("MSD105",), check_batchnorm_source),
-    StaticCheck("softmax-axis", ("MSD113",), check_softmax_axis_source),
+    Check("dropout-rate", ("MSD104",), check_dropout_source),
+    Check("batchnorm-statistics", ("MSD105",), check_batchnorm_source),
+    Check("softmax-axis", ("MSD113",), check_softmax_axis_source),
 ]

@@ -17,7 +17,8 @@ import numpy as np
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rules import parameters as rules
 from mindspore_doctor.rules.parameters import LossScaleSignal, LrGroup, OptimizerSignal, ParamSignal
-from mindspore_doctor.static.inspector import CheckSkipped, LintContext, StaticCheck
+from mindspore_doctor.checks import Check, CheckSkipped
+from mindspore_doctor.static.inspector import LintContext
 
 _MAX_PATHS = 50_000
 """Bound on registration paths walked: a cell reused at many nesting levels multiplies paths."""
@@ -385,9 +386,9 @@ def check_loss_scale(ctx: LintContext) -> list[Finding]:
 
 
 CHECKS = [
-    StaticCheck("parameter-ownership", ("MSD101", "MSD102", "MSD103"), check_ownership),
-    StaticCheck("initialization", ("MSD108", "MSD109"), check_initialization),
-    StaticCheck("learning-rate", ("MSD111",), check_learning_rate),
-    StaticCheck("loss-scale", ("MSD112",), check_loss_scale),
+    Check("parameter-ownership", ("MSD101", "MSD102", "MSD103"), check_ownership),
+    Check("initialization", ("MSD108", "MSD109"), check_initialization),
+    Check("learning-rate", ("MSD111",), check_learning_rate),
+    Check("loss-scale", ("MSD112",), check_loss_scale),
 ]
 SOURCE_CHECKS: list = []

@@ -1,0 +1,72 @@
+"""Running checks safely: one failing or inapplicable check never hides the others.
+
+Every family of checks (static, data, sanity, ...) is a list of ``Check`` run by
+``run_checks``: a check that cannot run in this setting raises ``CheckSkipped``
+(an MSD002 finding says why); one that raises anything else is a bug of ours
+(an MSD001 finding keeps the traceback). The user's run goes on either way.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from mindspore_doctor.catalog import make_finding, resolve_codes
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.findings import Finding
+
+
+class CheckSkipped(Exception):
+    """Raised by a check that cannot run here; the message says why (becomes MSD002)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named check: ``run(context) -> findings`` for the catalog ``codes`` it can emit."""
+
+    name: str
+    codes: tuple[str, ...]
+    run: Callable[[Any], list[Finding]]
+
+
+def run_checks(checks: Iterable[Check], ctx: Any, wanted: Callable[[str], bool]) -> list[Finding]:
+    """Run each wanted check on ``ctx``; skips become MSD002, exceptions MSD001."""
+    found: list[Finding] = []
+    for check in checks:
+        if not any(wanted(c) for c in check.codes):
+            continue
+        try:
+            found.extend(check.run(ctx))
+        except CheckSkipped as why:
+            found.append(
+                make_finding(
+                    "MSD002",
+                    f"check `{check.name}` ({', '.join(check.codes)}) skipped: {why}",
+                    location={"check": check.name},
+                    evidence={"codes": list(check.codes)},
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - a broken check must never break the user's run
+            found.append(
+                make_finding(
+                    "MSD001",
+                    f"check `{check.name}` raised {type(exc).__name__}: {exc}",
+                    location={"check": check.name},
+                    evidence={"codes": list(check.codes), "traceback": traceback.format_exc()},
+                    suggestion="This is a bug in mindspore_doctor; please report it with the traceback.",
+                )
+            )
+    return found
+
+
+def selector(config: DoctorConfig) -> Callable[[str], bool]:
+    """Predicate: is this code wanted under ``config.select`` / ``config.ignore``?"""
+    selected = resolve_codes(config.select) if config.select else None
+    ignored = resolve_codes(config.ignore)
+
+    def wanted(code: str) -> bool:
+        if code in ("MSD001", "MSD002"):
+            return code not in ignored
+        return (selected is None or code in selected) and code not in ignored
+
+    return wanted
