@@ -29,6 +29,17 @@ class Check:
     run: Callable[[Any], list[Finding]]
 
 
+def internal_error(name: str, codes: Iterable[str], exc: BaseException, consequence: str = "") -> Finding:
+    """The MSD001 finding for a check of ours that raised (call it inside the ``except``)."""
+    return make_finding(
+        "MSD001",
+        f"check `{name}` raised {type(exc).__name__}: {exc}{consequence}",
+        location={"check": name},
+        evidence={"codes": list(codes), "traceback": traceback.format_exc()},
+        suggestion="This is a bug in mindspore_doctor; please report it with the traceback.",
+    )
+
+
 def run_checks(checks: Iterable[Check], ctx: Any, wanted: Callable[[str], bool]) -> list[Finding]:
     """Run each wanted check on ``ctx``; skips become MSD002, exceptions MSD001."""
     found: list[Finding] = []
@@ -47,15 +58,7 @@ def run_checks(checks: Iterable[Check], ctx: Any, wanted: Callable[[str], bool])
                 )
             )
         except Exception as exc:  # noqa: BLE001 - a broken check must never break the user's run
-            found.append(
-                make_finding(
-                    "MSD001",
-                    f"check `{check.name}` raised {type(exc).__name__}: {exc}",
-                    location={"check": check.name},
-                    evidence={"codes": list(check.codes), "traceback": traceback.format_exc()},
-                    suggestion="This is a bug in mindspore_doctor; please report it with the traceback.",
-                )
-            )
+            found.append(internal_error(check.name, check.codes, exc))
     return found
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import statistics
 import time
-import traceback
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.checks import internal_error
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.distributed.channel import RankChannel, RankInfo, rank_info
 from mindspore_doctor.findings import Finding, Report
@@ -245,8 +245,4 @@ def _array(payload: Any) -> np.ndarray | None:
 
 
 def _internal_error(check: str, exc: Exception) -> Finding:
-    return make_finding(
-        "MSD001", f"check `{check}` raised {type(exc).__name__}: {exc}; this rank still takes part in the "
-        "collectives with an empty payload.",
-        location={"check": check}, evidence={"codes": list(_CODES), "traceback": traceback.format_exc()},
-        suggestion="This is a bug in mindspore_doctor; please report it with the traceback.")
+    return internal_error(check, _CODES, exc, "; this rank still takes part in the collectives with an empty payload.")

@@ -20,13 +20,12 @@ import os
 import re
 import sysconfig
 import tokenize
-import traceback
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.checks import internal_error
 from mindspore_doctor.findings import Finding
 
 _IGNORE = re.compile(r"#\s*msdoctor:\s*ignore\b(?:\[([^\]]*)\])?", re.IGNORECASE)
@@ -344,15 +343,7 @@ def resolve_sources(findings: list[Finding], ctx: Any) -> list[Finding]:
         _attach_locations(findings, CellLocator(ctx.cells))
         kept = drop_suppressed(findings)
     except Exception as exc:  # noqa: BLE001 - our bug, reported as MSD001
-        return findings + [
-            make_finding(
-                "MSD001",
-                f"locating cells in the source raised {type(exc).__name__}: {exc}",
-                location={"check": "source-locations"},
-                evidence={"traceback": traceback.format_exc()},
-                suggestion="This is a bug in mindspore_doctor; please report it with the traceback.",
-            )
-        ]
+        return findings + [internal_error("source-locations", (), exc)]
     for finding in kept:
         if finding.location.get("file"):
             finding.location["file"] = _display_path(str(finding.location["file"]))
