@@ -12,7 +12,6 @@ import io
 import json
 import logging
 import math
-import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -22,11 +21,12 @@ from mindspore.train import Callback
 
 from mindspore_doctor import _io
 from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.checks import internal_error, selector
 from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.distributed import RankMonitor
 from mindspore_doctor.findings import Finding, Report, Severity
 from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import ActivationStats, StepSignals, TrainingHistory
-from mindspore_doctor.static.inspector import selector
 
 logger = logging.getLogger("mindspore_doctor")
 
@@ -79,6 +79,9 @@ class Doctor(Callback):
         if summary_dir is not None:
             options["summary_dir"] = str(summary_dir)
         self.config = DoctorConfig.from_options(options)
+        self.ranks = RankMonitor(self.config)  # under msrun: this rank's id, cross-rank checks MSD501-503
+        self._report_dir = self.config.summary_dir  # rank 0 writes the merged report here
+        self.config.summary_dir = self.ranks.rank_dir(self.config.summary_dir)  # summary_dir/rank_{id}
         self._stop_rank = Severity.parse(self.config.stop_on).rank if self.config.stop_on else None
         if self.config.probe_every < 1:
             raise ValueError(f"probe_every must be >= 1, got {self.config.probe_every}")
@@ -91,6 +94,11 @@ class Doctor(Callback):
         self._force_probe = False
         self._repro_saved = False
         self._run_context: Any = None
+        self._summary: Any = None  # MindInsightWriter when summary_dir is set
+        self._run_info: dict[str, Any] = {}
+        self._backbone: Any = None
+        self._evaluator: Any = None  # probes.evaluation.Evaluator when eval_dataset is given
+        self._eval_target: tuple[Any, Any] = (None, None)  # (backbone, loss_fn) it evaluates
 
     # --- plumbing -----------------------------------------------------------------------
 
@@ -102,17 +110,7 @@ class Doctor(Callback):
             return fn()
         except Exception as exc:  # noqa: BLE001 - the user's training must never die of the doctor
             self._disabled.add(name)
-            self._emit(
-                [
-                    make_finding(
-                        "MSD001",
-                        f"check `{name}` raised {type(exc).__name__}: {exc}; it is disabled for the rest of the run.",
-                        location={"check": name},
-                        evidence={"codes": list(codes), "traceback": traceback.format_exc()},
-                        suggestion="This is a bug in mindspore_doctor; please report it with the traceback.",
-                    )
-                ]
-            )
+            self._emit([internal_error(name, codes, exc, "; it is disabled for the rest of the run.")])
             return None
 
     def _emit(self, findings: Iterable[Finding], count: bool = True) -> None:
@@ -166,6 +164,52 @@ class Doctor(Callback):
             self._guard("training-probes", training_rules.PROBE_CODES,
                         lambda: self._install(train_network, backbone, optimizer))
         self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(backbone, None))
+        if self.config.eval_dataset is not None and self.config.eval_every:
+            from mindspore_doctor.probes.evaluation import Evaluator
+
+            self._evaluator = Evaluator(self.config.eval_dataset, self.config)
+            self._eval_target = (backbone, loss_fn)
+        self._emit(self.ranks.on_train_begin(cb))  # a collective: every rank, never skipped
+        self._guard("mindinsight", (), lambda: self._open_summary(cb, backbone, optimizer, loss_fn))
+
+    def _open_summary(self, cb: Any, backbone: Any, optimizer: Any, loss_fn: Any) -> None:
+        """The Doctor's own summary file (MindSpore allows one SummaryRecord, SummaryCollector may hold it)."""
+        if not (self.config.summary_dir and self.config.mindinsight):
+            return
+        from mindspore_doctor.export.mindinsight import MindInsightWriter
+
+        self._backbone = backbone
+        self._summary = MindInsightWriter(self.config.summary_dir, max_layers=self.config.mindinsight_max_layers,
+                                          histogram_layers=self.config.histogram_layers,
+                                          flush_seconds=self.config.summary_flush_seconds)
+        dataset = cb.train_dataset
+        lr = getattr(optimizer, "learning_rate", None)
+        self._run_info = {
+            "optimizer": type(optimizer).__name__ if optimizer is not None else None,
+            "learning_rate": _scalar(lr) if lr is not None and getattr(lr, "size", 0) == 1 else None,
+            "loss_function": type(loss_fn).__name__ if loss_fn is not None else None,
+            "epoch": getattr(cb, "epoch_num", None),
+            "batch_size": dataset.get_batch_size() if dataset is not None else None,
+            "train_dataset_size": dataset.get_dataset_size() if dataset is not None else None,
+            "network": type(backbone).__name__,
+            "parallel_mode": getattr(cb, "parallel_mode", None),
+            "device_num": getattr(cb, "device_number", None),
+        }
+
+    def _write_summary_epoch(self) -> None:
+        """Weight histograms of the layers that matter, then append the buffered steps to disk."""
+        if self._summary is None:
+            return
+        params = {p.name: p for p in self._backbone.trainable_params()}
+        names = self._summary.histogram_targets(self.report, self.history.parameter_order or list(params))
+        step = self.history.steps[-1].step if self.history.steps else 0
+        self._summary.write_histograms(step, weights={n: params[n].asnumpy() for n in names if n in params})
+        self._summary.flush()
+
+    def _close_summary(self) -> None:
+        if self._summary is not None:
+            summary, self._summary = self._summary, None
+            summary.close(self.report, self._run_info)
 
     def _lint(self, backbone: Any, loss_fn: Any, optimizer: Any) -> None:
         from mindspore_doctor.static.inspector import lint
@@ -173,12 +217,11 @@ class Doctor(Callback):
         self._emit(lint(backbone, loss_fn=loss_fn, optimizer=optimizer, config=self.config).findings)
 
     def _check_data(self, train_dataset: Any, backbone: Any) -> None:
-        try:
-            from mindspore_doctor.data import check_data
-        except ImportError:  # data doctor not installed in this build
-            return
+        from mindspore_doctor.data import check_data
+
         if train_dataset is not None:
-            self._emit(check_data(train_dataset, network=backbone, config=self.config).findings)
+            report = check_data(train_dataset, self.config.eval_dataset, network=backbone, config=self.config)
+            self._emit(report.findings)
 
     def _install(self, train_network: Any, backbone: Any, optimizer: Any) -> None:
         from mindspore_doctor.probes.instrument import Instrumentation
@@ -204,6 +247,7 @@ class Doctor(Callback):
 
     def on_train_step_end(self, run_context: Any) -> None:
         cb = run_context.original_args()
+        self._emit(self.ranks.on_step_end(cb))  # before any early return: a collective every N steps
         signals = self._guard("read-loss", ("MSD201", "MSD214"), lambda: self._read_outputs(cb))
         if signals is None:
             return
@@ -221,6 +265,8 @@ class Doctor(Callback):
             if self._instrumentation is not None:
                 self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(
                     self._instrumentation.network, signals.step))
+        if self._summary is not None:
+            self._guard("mindinsight", (), lambda: self._summary.write_step(signals, self.report))
 
     def _read_outputs(self, cb: Any) -> StepSignals:
         outputs = cb.net_outputs
@@ -270,14 +316,44 @@ class Doctor(Callback):
     # --- epochs and the end -------------------------------------------------------------------
 
     def on_train_epoch_end(self, run_context: Any) -> None:
+        cb = run_context.original_args()
+        if self._evaluator is not None and cb.cur_epoch_num % self.config.eval_every == 0:
+            self._guard("evaluation", ("MSD401", "MSD402", "MSD404", "MSD405"),
+                        lambda: self._evaluator.run(*self._eval_target, cb.cur_epoch_num, train_dataset=cb.train_dataset))
         self._evaluate(self._recent_history())
+        self._guard("mindinsight", (), self._write_summary_epoch)
         self._guard("write-report", (), self._write_files)
 
     def on_train_end(self, run_context: Any) -> None:
         self._evaluate(self.history, count=False)
+        self._emit(self.ranks.on_train_end(run_context.original_args()), count=False)
+        if self._evaluator is not None:
+            self._guard("evaluation", ("MSD401", "MSD402", "MSD404", "MSD405"),
+                        lambda: self._emit(self._evaluator.findings(), count=False))
         self._restore()
+        self._guard("diagnosis", (), self._diagnose)
         print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
+        self._guard("mindinsight", (), self._close_summary)
         self._guard("write-report", (), self._write_files)
+        self._guard("html-report", (), self._write_html)
+        self._guard("merge-ranks", (), self._merge_ranks)  # last: a collective every rank enters
+
+    def _diagnose(self) -> None:
+        from mindspore_doctor.diagnosis import diagnose
+
+        self.report.meta["diagnosis"] = diagnose(self.report, history=self.history).to_dict()
+
+    def _write_html(self) -> None:
+        if self.config.summary_dir and self.config.html_report:
+            from mindspore_doctor.export.html import HTML_FILE, write_html
+
+            write_html(self.report, self.history, Path(self.config.summary_dir) / HTML_FILE)
+
+    def _merge_ranks(self) -> None:
+        """Rank 0 writes every rank's findings to summary_dir/doctor_report.json (``location["ranks"]``)."""
+        self.merged_report = self.ranks.merge_reports(self.report)
+        if self.merged_report is not None and self.ranks.active and self._report_dir:
+            _io.atomic_write_text(Path(self._report_dir) / REPORT_FILE, self.merged_report.to_json())
 
     def __exit__(self, *err: Any) -> None:
         self._restore()  # also when training raised: never leave the user's cells swapped

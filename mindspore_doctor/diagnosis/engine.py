@@ -170,6 +170,13 @@ class Diagnosis:
     def to_dict(self) -> dict[str, Any]:
         return {"symptoms": self.symptoms, "causes": [c.to_dict() for c in self.causes]}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Diagnosis":
+        """Back from ``to_dict`` (e.g. the ``diagnosis`` section of a saved report)."""
+        names = RankedCause.__dataclass_fields__.keys()
+        causes = [RankedCause(**{k: v for k, v in c.items() if k in names}) for c in data.get("causes", [])]
+        return cls(symptoms=list(data.get("symptoms", [])), causes=causes)
+
     def to_text(self, width: int = 100, limit: int = 5) -> str:
         if not self.causes:
             return "Diagnosis: no likely cause (no symptom the knowledge base knows)."

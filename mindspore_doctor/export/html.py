@@ -205,6 +205,7 @@ def _diagnosis(report: Report, history: TrainingHistory) -> dict[str, Any]:
         "steps": history.steps[-1].step if history.steps else None,
         "first_loss": losses[0] if losses else None,
         "last_loss": losses[-1] if losses else None,
+        "causes": report.meta.get("diagnosis", {}).get("causes", [])[:5],
     }
 
 
@@ -222,6 +223,7 @@ def render_html(report: Report, history: TrainingHistory | None = None, title: s
         undefined=jinja2.StrictUndefined,
     )
     return env.get_template("report.html.j2").render(
+        rule_href=rule_doc_href,
         title=title,
         generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         diagnosis=_diagnosis(report, history),

@@ -9,9 +9,14 @@ _MARK = {"error": "E", "warning": "W", "info": "I"}
 
 
 def format_text(report: Report, width: int = 100) -> str:
+    """The diagnosis first (when the report has one), then every finding, most severe first."""
     if not report.findings:
         return "mindspore_doctor: no findings."
     lines = []
+    if report.meta.get("diagnosis"):
+        from mindspore_doctor.diagnosis import Diagnosis
+
+        lines += [Diagnosis.from_dict(report.meta["diagnosis"]).to_text(width), "", "Findings:"]
     for f in report.sorted():
         step = f" @step {f.step}" if f.step is not None else ""
         lines.append(f"{_MARK[f.severity.value]} {f.code} [{f.rule}] {f.where}{step}")
