@@ -38,7 +38,18 @@ class ModeSnapshot:
 
 
 def forward_in_eval_mode(network: Any, *inputs: Any) -> Any:
-    """One forward pass in eval mode (no BatchNorm statistics update, no dropout), no state left behind."""
+    """One forward pass in eval mode (no BatchNorm statistics update, no dropout), no state left behind.
+
+    It runs in PYNATIVE_MODE whatever the context says: a one-off pass does not pay a graph
+    compilation (ResNet-50: ~0.3 s instead of ~2 s); the caller's execution mode is restored.
+    """
+    import mindspore as ms
+
+    mode = ms.get_context("mode")
     with ModeSnapshot(network):
         network.set_train(False)
-        return network(*inputs)
+        try:
+            ms.set_context(mode=ms.PYNATIVE_MODE)
+            return network(*inputs)
+        finally:
+            ms.set_context(mode=mode)
