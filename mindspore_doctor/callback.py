@@ -21,7 +21,7 @@ from mindspore.train import Callback
 
 from mindspore_doctor import _io
 from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.checks import internal_error, selector
+from mindspore_doctor.checks import CheckSkipped, internal_error, selector
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.distributed import RankMonitor
 from mindspore_doctor.findings import Finding, Report, Severity
@@ -108,6 +108,11 @@ class Doctor(Callback):
             return None
         try:
             return fn()
+        except CheckSkipped as why:  # cannot run with this input (e.g. an empty eval dataset): MSD002, not a bug
+            self._disabled.add(name)
+            self._emit([make_finding("MSD002", f"check `{name}` ({', '.join(codes)}) skipped: {why}",
+                                     location={"check": name}, evidence={"codes": list(codes)})])
+            return None
         except Exception as exc:  # noqa: BLE001 - the user's training must never die of the doctor
             self._disabled.add(name)
             self._emit([internal_error(name, codes, exc, "; it is disabled for the rest of the run.")])
@@ -318,11 +323,14 @@ class Doctor(Callback):
     def on_train_epoch_end(self, run_context: Any) -> None:
         cb = run_context.original_args()
         if self._evaluator is not None and cb.cur_epoch_num % self.config.eval_every == 0:
-            self._guard("evaluation", ("MSD401", "MSD402", "MSD404", "MSD405"),
-                        lambda: self._evaluator.run(*self._eval_target, cb.cur_epoch_num, train_dataset=cb.train_dataset))
+            self._guard("evaluation", ("MSD401", "MSD402", "MSD404", "MSD405"), lambda: self._run_evaluation(cb))
         self._evaluate(self._recent_history())
         self._guard("mindinsight", (), self._write_summary_epoch)
         self._guard("write-report", (), self._write_files)
+
+    def _run_evaluation(self, cb: Any) -> None:
+        self._evaluator.run(*self._eval_target, cb.cur_epoch_num, train_dataset=cb.train_dataset)
+        self.report.meta["evaluation"] = self._evaluator.to_dict()  # in every report written from now on
 
     def on_train_end(self, run_context: Any) -> None:
         self._evaluate(self.history, count=False)

@@ -191,7 +191,7 @@ class _Session:
         return worse_than_baseline(model, baseline, self.config, data=data, samples=len(measured.labels))
 
     def lr_range(self, _: Any) -> list[Finding]:
-        from mindspore import Tensor
+        from mindspore import Tensor, ops
 
         from mindspore_doctor.checks import CheckSkipped
 
@@ -208,7 +208,8 @@ class _Session:
         losses: list[float] = []
         smoothed: list[float] = []
         for i, lr in enumerate(lrs):
-            lr_param.set_data(Tensor(np.array(lr, dtype=np.float32).reshape(lr_param.shape)))
+            # assign, not set_data: in PyNative set_data on a Parameter the optimizer already used is ignored
+            ops.assign(lr_param, Tensor(np.array(lr, dtype=np.float32).reshape(lr_param.shape)))
             loss = _run(step, self.train_batches[i % len(self.train_batches)])
             losses.append(loss)
             if not math.isfinite(loss):
@@ -295,8 +296,7 @@ def sanity(build: Build, dataset: Any, progress: bool = True, **options: Any) ->
 
 
 def format_sanity_text(report: Report) -> str:
-    """Phase summary, then the diagnosis, then the findings."""
-    from mindspore_doctor.diagnosis import diagnose
+    """Phase summary, then the report: its diagnosis first, then the findings."""
     from mindspore_doctor.export.text import format_text
 
     phases = report.meta.get("sanity", {})
@@ -316,8 +316,6 @@ def format_sanity_text(report: Report) -> str:
     if lr_test and lr_test.get("suggested_lr"):
         lines.append(f"  lr range test     suggested lr {lr_test['suggested_lr']:.3g} "
                      f"(loss lowest at lr {lr_test['min_loss_lr']:.3g})")
-    if report.findings:
-        lines.append(diagnose(report).to_text())
     lines.append(format_text(report))
     return "\n".join(lines)
 
@@ -339,10 +337,12 @@ def add_sanity_arguments(parser: argparse.ArgumentParser) -> None:
                         "zero-argument factory returning a batched dataset (last column = label)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--fail-on", choices=[s.value for s in Severity], default="warning")
+    parser.add_argument("--html", metavar="OUT", help="also write an HTML report (diagnosis, findings and the "
+                        "learning-rate range test plot) to OUT")
 
 
 def run_sanity_command(args: argparse.Namespace) -> int:
-    """``msdoctor sanity module:build --data module:dataset_factory [--format text|json] [--fail-on LEVEL]``.
+    """``msdoctor sanity module:build --data module:dataset_factory [--format text|json] [--fail-on LEVEL] [--html OUT]``.
 
     Exit codes as ``msdoctor lint``: 0 clean, 1 findings at or above ``--fail-on``
     (default warning), 2 usage error or a target that cannot be loaded.
@@ -361,4 +361,13 @@ def run_sanity_command(args: argparse.Namespace) -> int:
         return 2
     report = sanity(build, dataset, progress=True)
     print(report.to_json() if args.format == "json" else format_sanity_text(report))
+    if args.html:
+        from mindspore_doctor.export.html import write_html
+
+        try:
+            write_html(report, None, args.html, title=f"msdoctor sanity: {args.build}")
+        except OSError as exc:
+            print(f"msdoctor: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"HTML report: {args.html}", file=sys.stderr)
     return 1 if report.at_least(args.fail_on) else 0

@@ -8,11 +8,18 @@ import pytest
 from mindspore import nn
 from mindspore.train import Model
 
+from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.probes.evaluation import Evaluator, Probe, read_batches
 from mindspore_doctor.probes.modes import ModeSnapshot
-from mindspore_doctor.rules.evaluation import (EvalRecord, Metric, mode_switch_inconsistency, overfitting,
-                                               underfitting, worse_than_baseline)
+from mindspore_doctor.rules.evaluation import (
+    EvalRecord,
+    Metric,
+    mode_switch_inconsistency,
+    overfitting,
+    underfitting,
+    worse_than_baseline,
+)
 
 CFG = DoctorConfig()
 
@@ -172,5 +179,5 @@ def test_mode_snapshot_is_a_context_manager():
 
 def test_empty_eval_dataset_is_a_clear_error():
     empty = _data(32).skip(10)
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(CheckSkipped, match="empty"):
         Evaluator(empty).run(Net(), None, 1)

@@ -1,6 +1,7 @@
 """sanity(): healthy models pass, models that cannot learn are flagged, the lr suggestion trains well."""
 from __future__ import annotations
 
+import functools
 import textwrap
 
 import mindspore.dataset as ds
@@ -9,7 +10,8 @@ from mindspore import Tensor, nn
 
 from mindspore_doctor.diagnosis import diagnose
 from mindspore_doctor.cli import main as msdoctor
-from mindspore_doctor.sanity import sanity
+from mindspore_doctor.export.html import render_html, write_html
+from mindspore_doctor.sanity import format_sanity_text, sanity
 
 
 def _dataset(shuffle_labels=False, n=256):
@@ -45,13 +47,26 @@ def _problems(report):
     return {f.code for f in report.at_least("warning")}
 
 
+@functools.cache
+def _healthy_report():
+    return sanity(build, _dataset(), progress=False)
+
+
 def test_healthy_model_passes_and_keeps_the_curves():
-    report = sanity(build, _dataset(), progress=False)
+    report = _healthy_report()
     assert _problems(report) == set(), str(report)
     phases = report.meta["sanity"]
     assert phases["overfit_batch"]["fitted"] and abs(phases["initial_loss"]["loss"] - np.log(2)) < 0.5
     curve = report.meta["lr_range_test"]
     assert len(curve["lrs"]) == len(curve["losses"]) >= 10 and curve["suggested_lr"] > 0
+
+
+def test_lr_range_test_is_plotted_in_the_html_report_and_only_there(tmp_path):
+    page = write_html(_healthy_report(), None, tmp_path / "sanity.html").read_text()
+    section = page[page.index('id="chart-lr-range-test"'):]
+    assert "<svg" in section[:section.index("</section>")] and "Learning-rate range test" in section
+    no_curve = sanity(build, object(), progress=False)  # the dataset cannot be read: no phase ran
+    assert "lr_range_test" not in no_curve.meta and 'id="chart-lr-range-test"' not in render_html(no_curve)
 
 
 def test_frozen_weights_cannot_overfit_a_batch_and_diagnosis_says_frozen():
@@ -70,6 +85,15 @@ def test_tiny_learning_rate_is_diagnosed_from_the_range_test():
     report = sanity(lambda: build(lr=1e-5), _dataset(), progress=False)
     assert "MSD403" in _problems(report)
     assert diagnose(report).top.id == "learning-rate-too-low"
+    text = format_sanity_text(report)
+    assert text.count("Diagnosis:") == 1 and text.index("Learning rate too low") < text.index("MSD403 [cannot-overfit-batch]")
+
+
+def test_lr_range_test_really_raises_the_learning_rate(exec_mode):
+    """The loss must fall once the lr is large (PyNative ignored Parameter.set_data here: a flat curve)."""
+    report = sanity(build, _dataset(), progress=False, select=("MSD403",), overfit_steps=1)
+    losses = report.meta["lr_range_test"]["losses"]
+    assert min(losses) < 0.6 * losses[0], losses
 
 
 def _accuracy_after_training(lr, epochs=3):
@@ -110,7 +134,10 @@ def test_cli_runs_a_module_target_and_reports_load_errors(tmp_path, monkeypatch,
             return ds.NumpySlicesDataset({"x": x, "label": (x[:, 0] > 0).astype(np.int32)}, shuffle=False).batch(16)
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert msdoctor(["sanity", "sanity_target:build", "--data", "sanity_target:data", "--format", "json"]) == 0
+    html = tmp_path / "out" / "sanity.html"
+    assert msdoctor(["sanity", "sanity_target:build", "--data", "sanity_target:data", "--format", "json",
+                     "--html", str(html)]) == 0
     assert '"lr_range_test"' in capsys.readouterr().out
+    assert 'id="chart-lr-range-test"' in html.read_text()
     assert msdoctor(["sanity", "sanity_target:nope", "--data", "sanity_target:data"]) == 2
     assert "no attribute" in capsys.readouterr().err

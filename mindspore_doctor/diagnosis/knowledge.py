@@ -81,6 +81,7 @@ CAUSES: tuple[Cause, ...] = (
             S("MSD206", 0.5),
             S("MSD301", -4),
             S("MSD210", -2, "layer_fraction_at_least", 0.8),
+            S("MSD304", -1.5),  # divergence at a sane lr on unnormalised inputs: the input scale is the cause
         ),
         ("Lower the learning rate 10x, or use the one `sanity()`'s range test suggests.",
          "Add a warm-up and clip gradients (ops.clip_by_global_norm).",
@@ -107,6 +108,7 @@ CAUSES: tuple[Cause, ...] = (
             S("MSD404", 1),
             S("MSD210", 0.5),
             S("MSD403", -2),
+            S("MSD203", -1.5),  # too short means the loss is still falling, not stalled
         ),
         ("Train for more epochs, or raise the learning rate (range test).",
          "Use a bigger model (more units/layers) and less regularisation.",
@@ -144,6 +146,9 @@ CAUSES: tuple[Cause, ...] = (
             S("MSD304", 3, key=True),
             S("MSD213", 1.5),
             S("MSD216", 1.5),
+            S("MSD211", 1),  # large inputs make large gradients: updates and the loss blow up at a sane lr
+            S("MSD208", 1),
+            S("MSD201", 1),
             S("MSD212", 1),
             S("MSD202", 0.5),
             S("MSD203", 0.5),

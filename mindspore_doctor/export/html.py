@@ -187,6 +187,62 @@ class _Charts:
 
         return self._svg(draw)
 
+    def lr_range_test(self) -> str | None:
+        """The ``sanity()`` learning-rate range test: loss against lr, the minimum and the suggestion marked."""
+        test = self.report.meta.get("lr_range_test") or {}
+        points = [(lr, v) for lr, v in zip(test.get("lrs", []), test.get("losses", [])) if math.isfinite(v) and lr > 0]
+        if not points:
+            return None
+        smoothed = list(zip(test["lrs"], test.get("smoothed", [])))
+
+        def draw(fig: Any, ax: Any) -> None:
+            ax.plot(*zip(*points), color="#b0bec5", marker=".", linewidth=1, label="loss")
+            if smoothed:
+                ax.plot(*zip(*smoothed), color="#37474f", linewidth=1.6, label="smoothed loss")
+            for key, label, color in (("min_loss_lr", "lowest smoothed loss", "#9e9e9e"),
+                                      ("suggested_lr", "suggested", "#2e7d32")):
+                if test.get(key):
+                    ax.axvline(test[key], color=color, linestyle="--", linewidth=1.2,
+                               label=f"{label}: lr {test[key]:.3g}")
+            ax.set_xscale("log")
+            ax.set_xlabel("learning rate")
+            ax.set_ylabel("loss")
+            ax.legend(fontsize=8)
+            ax.grid(alpha=0.3)
+
+        return self._svg(draw)
+
+    def evaluation(self) -> str | None:
+        """``Doctor(eval_dataset=...)``: train and eval loss per evaluated epoch, eval metric vs the trivial one."""
+        records = (self.report.meta.get("evaluation") or {}).get("records") or []
+        epochs = [r["epoch"] for r in records]
+        if not epochs:
+            return None
+
+        def series(key: str, field: str | None = None) -> list[float]:
+            values = [r.get(key) if field is None else (r.get(key) or {}).get(field) for r in records]
+            return [float(v) if isinstance(v, (int, float)) else math.nan for v in values]
+
+        def draw(fig: Any, ax: Any) -> None:
+            ax.plot(epochs, series("train_loss"), marker="o", color="#1565c0", label="train loss (eval mode)")
+            ax.plot(epochs, series("eval_loss"), marker="o", color="#c62828", label="eval loss")
+            ax.set_xlabel("epoch")
+            ax.set_ylabel("loss")
+            ax.grid(alpha=0.3)
+            metric = next((r["eval_metric"]["name"] for r in records if r.get("eval_metric")), None)
+            handles, labels = ax.get_legend_handles_labels()
+            if metric:
+                right = ax.twinx()
+                right.plot(epochs, series("eval_metric", "value"), color="#2e7d32", marker=".", label=f"eval {metric}")
+                right.plot(epochs, series("baseline", "value"), color="#2e7d32", linestyle=":",
+                           label=f"trivial predictor's {metric}")
+                right.set_ylabel(metric)
+                more = right.get_legend_handles_labels()
+                handles, labels = handles + more[0], labels + more[1]
+            ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.08, 1))
+
+        return self._svg(draw)
+
 
 CHARTS = (
     ("loss", "Loss", "Loss per step; dashed lines mark the step a finding was raised."),
@@ -194,6 +250,15 @@ CHARTS = (
     ("update_ratio", "Update ratios", "mean|Δw| / mean|w| per step; dotted lines are the MSD210/MSD211 bounds."),
     ("activations", "Activation health", "Fraction of dead (ReLU-like) or saturated (Sigmoid/Tanh) outputs."),
 )
+META_CHARTS = (
+    ("evaluation", "Evaluation",
+     ("Doctor(eval_dataset=...): losses per evaluated epoch (left), the eval metric and the majority-class / "
+      "mean predictor's (right). Eval loss rising while train loss falls is overfitting (MSD401).")),
+    ("lr_range_test", "Learning-rate range test",
+     ("sanity(): one step per learning rate, increasing exponentially; suggested lr = lr at the lowest smoothed "
+      "loss / 10.")),
+)
+"""Charts of a ``report.meta`` section, shown only when the report has that section."""
 
 
 def _diagnosis(report: Report, history: TrainingHistory) -> dict[str, Any]:
@@ -231,7 +296,7 @@ def render_html(report: Report, history: TrainingHistory | None = None, title: s
         charts=[
             {"id": f"chart-{key.replace('_', '-')}", "title": heading, "caption": caption,
              "svg": markupsafe.Markup(svg) if (svg := getattr(charts, key)()) else None}
-            for key, heading, caption in CHARTS
+            for key, heading, caption in (*CHARTS, *((k, h, c) for k, h, c in META_CHARTS if k in report.meta))
         ],
         has_signals=bool(history.steps),
     )

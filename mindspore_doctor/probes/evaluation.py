@@ -15,16 +15,22 @@ Wiring in the Doctor (``Doctor(eval_dataset=..., eval_every=1)``)::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 from mindspore import Tensor, nn
 
+from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.probes.modes import ModeSnapshot
-from mindspore_doctor.rules.evaluation import EvalRecord, Metric, evaluation_findings, mode_switch_inconsistency
+from mindspore_doctor.rules.evaluation import (
+    EvalRecord,
+    Metric,
+    evaluation_findings,
+    mode_switch_inconsistency,
+)
 
 Batch = tuple[np.ndarray, ...]
 _MODE_DEPENDENT = ("BatchNorm", "Dropout")
@@ -159,13 +165,16 @@ class Evaluator:
 
     def run(self, network: nn.Cell, loss_fn: Any, epoch: int, train_loss: float | None = None,
             train_dataset: Any = None) -> EvalRecord:
-        """Evaluate after ``epoch``; with ``train_dataset``, also measure the train loss/metric in eval mode."""
+        """Evaluate after ``epoch``; with ``train_dataset``, also measure the train loss/metric in eval mode.
+
+        An empty eval dataset raises ``CheckSkipped`` (the Doctor reports MSD002 and stops evaluating).
+        """
         if self._probe is None or self._probe.network is not network:
             self._probe = Probe(network, loss_fn)
         limit = self.config.eval_max_batches
         eval_batches = read_batches(self.eval_dataset, limit)
         if not eval_batches:
-            raise ValueError("the eval dataset is empty")
+            raise CheckSkipped("the eval dataset is empty")
         evaluated = self._probe.measure(eval_batches)
         record = EvalRecord(epoch=epoch, train_loss=train_loss, eval_loss=evaluated.loss,
                             eval_metric=evaluated.metric, eval_samples=len(evaluated.labels))
@@ -179,6 +188,13 @@ class Evaluator:
         self.mode_change = self._probe.mode_switch(eval_batches[0])
         self.records.append(record)
         return record
+
+    def to_dict(self) -> dict[str, Any]:
+        """The evaluations as plain data, for ``report.meta["evaluation"]`` (JSON report, HTML chart)."""
+        change = None
+        if self.mode_change is not None:
+            change = {"relative_change": self.mode_change[0], "cells": list(self.mode_change[1])}
+        return {"records": [asdict(r) for r in self.records], "mode_switch": change}
 
     def findings(self) -> list[Finding]:
         found = evaluation_findings(self.records, self.config)
