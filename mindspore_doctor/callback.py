@@ -286,7 +286,7 @@ class Doctor(Callback):
         return signals
 
     def _read_probes(self, signals: StepSignals) -> None:
-        from mindspore_doctor.probes.instrument import ACT_DEAD, ACT_MEAN_ABS, ACT_SATURATED
+        from mindspore_doctor.probes.instrument import ACT_DEAD, ACT_DEAD_UNITS, ACT_MEAN_ABS, ACT_SATURATED
 
         reading = self._instrumentation.read()
         for name in ("grad_norm", "grad_mean_abs", "grad_nonfinite", "weight_nonfinite", "update_ratio",
@@ -296,6 +296,7 @@ class Doctor(Callback):
             mean_abs = float(row[ACT_MEAN_ABS])
             signals.activations[path] = ActivationStats(
                 kind=kind, dead_fraction=float(row[ACT_DEAD]), saturated_fraction=float(row[ACT_SATURATED]),
+                dead_unit_fraction=float(row[ACT_DEAD_UNITS]),
                 mean_abs=mean_abs, nonfinite=int(not math.isfinite(mean_abs)), order=order)
 
     def _recent_history(self) -> TrainingHistory:

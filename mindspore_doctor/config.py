@@ -43,6 +43,10 @@ class DoctorConfig:
     """MSD202/203/204: number of loss checks in a trend window."""
     diverge_factor: float = 2.0
     """MSD202: loss at or above this multiple of its running minimum for a window."""
+    diverge_trend: float = 0.5
+    """MSD202 rising trend: least-squares rise of the loss over a window, as a fraction of its fitted start."""
+    diverge_trend_up: float = 0.6
+    """MSD202 rising trend: fraction of the window's steps on which the loss must go up."""
     min_improvement: float = 0.05
     """MSD203: relative loss improvement expected over a window."""
     low_loss: float = 1e-4
@@ -66,6 +70,8 @@ class DoctorConfig:
     """MSD211: mean|dw| / mean|w| above this is too large."""
     dead_relu_fraction: float = 0.999
     """MSD212: fraction of ReLU outputs <= 0 above which the layer is dead."""
+    dead_unit_fraction: float = 0.5
+    """MSD212: fraction of a ReLU layer's units that are <= 0 on the whole batch above which the layer is dying."""
     saturated_fraction: float = 0.999
     """MSD213: fraction of Sigmoid/Tanh outputs in the flat tails."""
     overflow_rate: float = 0.1

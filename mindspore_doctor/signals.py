@@ -20,6 +20,9 @@ class ActivationStats:
     """ReLU-like: fraction of outputs <= 0."""
     saturated_fraction: float = 0.0
     """Sigmoid/Tanh: fraction of inputs in the flat tails."""
+    dead_unit_fraction: float = -1.0
+    """ReLU-like: fraction of units (output positions of one sample) <= 0 on every sample of the batch; -1: not
+    measured (batch too small or no batch axis)."""
     nonfinite: int = 0
     order: int = 0
     """Position of the cell in network order (0 = closest to the input)."""

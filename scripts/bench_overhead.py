@@ -8,6 +8,9 @@ measured between consecutive ``on_train_step_end`` calls of a timing callback
 placed last (so it includes every other callback's work), after a warm-up that
 covers graph compilation. "median" is the median step; "mean" amortises the
 Doctor's probe steps (one in ``probe_every``) and is the honest overhead.
+The Doctor runs at its defaults, ``Doctor()`` (no ``summary_dir``: no report
+files); ``--reports`` gives it a ``summary_dir`` so it also writes the
+JSON/HTML/MindInsight reports.
 
     .venv/bin/python scripts/bench_overhead.py            # about 3-6 minutes on 2 busy cores
     .venv/bin/python scripts/bench_overhead.py --rounds 1 --models lenet
@@ -29,7 +32,7 @@ MODELS = {"lenet": dict(steps=200, batch=32, shape=(1, 32, 32)), "resnet": dict(
 WARMUP = 12
 
 
-def _worker(model_name: str, variant: str) -> dict:
+def _worker(model_name: str, variant: str, reports: bool) -> dict:
     import resource
 
     import mindspore as ms
@@ -64,7 +67,7 @@ def _worker(model_name: str, variant: str) -> dict:
     callbacks = []
     with tempfile.TemporaryDirectory() as tmp:
         if variant == "doctor":
-            callbacks.append(Doctor(summary_dir=tmp))
+            callbacks.append(Doctor(summary_dir=tmp) if reports else Doctor())
         elif variant == "summary":
             callbacks.append(SummaryCollector(tmp))
         model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
@@ -75,9 +78,9 @@ def _worker(model_name: str, variant: str) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _run(model_name: str, variant: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", model_name, variant], capture_output=True,
-                         text=True, check=True, timeout=900)
+def _run(model_name: str, variant: str, reports: bool) -> dict:
+    command = [sys.executable, __file__, "--worker", model_name, variant] + (["--reports"] if reports else [])
+    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -85,10 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--models", default="lenet,resnet")
+    parser.add_argument("--reports", action="store_true",
+                        help="Doctor(summary_dir=...): also write the JSON/HTML/MindInsight reports")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(_worker(*args.worker)))
+        print(json.dumps(_worker(*args.worker, args.reports)))
         return 0
     models = [m for m in args.models.split(",") if m]
     results: dict[tuple[str, str], list[dict]] = {}
@@ -96,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         for model_name in models:
             order = VARIANTS[r % 3:] + VARIANTS[: r % 3]  # rotate who runs first
             for variant in order:
-                results.setdefault((model_name, variant), []).append(_run(model_name, variant))
+                results.setdefault((model_name, variant), []).append(_run(model_name, variant, args.reports))
                 print(f"round {r + 1}/{args.rounds} {model_name:6} {variant:7} {results[(model_name, variant)][-1]}",
                       file=sys.stderr)
     print(f"| model | variant | median step ms | x plain | mean step ms | x plain | peak RSS MB | x plain |")

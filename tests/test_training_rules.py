@@ -32,6 +32,17 @@ def test_diverging_loss():
     assert rules.loss_diverging(losses([1.0, 0.5, 0.4] + [0.79] * 5), CONFIG) == []  # just under 2x
 
 
+def test_diverging_loss_rising_trend_below_the_factor():
+    # window of 5: rises on every step, +60 % fitted rise, never back to the running minimum 0.4: fires
+    (f,) = rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.5, 0.55, 0.6, 0.7, 0.79]), CONFIG)
+    assert f.step == 8 and f.evidence["up_fraction"] == 1.0 and f.evidence["trend_rise"] >= 0.5
+    assert "rose steadily" in f.message
+    # same rise, but one step of the window gets back to the best loss: noise around a plateau, quiet
+    assert rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.5, 0.55, 0.4, 0.7, 0.79]), CONFIG) == []
+    # steady but slow drift (+20 %): quiet
+    assert rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.45, 0.46, 0.48, 0.5, 0.52]), CONFIG) == []
+
+
 def test_loss_not_decreasing():
     assert codes(rules.loss_not_decreasing(losses([1.0] * 5 + [0.97] * 5), CONFIG)) == ["MSD203"]
     assert rules.loss_not_decreasing(losses([1.0] * 5 + [0.94] * 5), CONFIG) == []
@@ -98,6 +109,17 @@ def test_saturated_activation_and_dead_relu_read_the_right_kinds():
     history = TrainingHistory(steps=[probed(1, acts=act), probed(2, acts=act)])
     assert codes(rules.saturated_activation(history, CONFIG)) == ["MSD213"]
     assert rules.dead_relu(history, CONFIG) == []  # 99.8 % dead is under the 99.9 % threshold
+
+
+def test_dead_relu_units_dead_on_most_of_the_layer():
+    def history(unit_fraction):
+        act = {"relu": ActivationStats("relu", 0.3, dead_fraction=0.8, dead_unit_fraction=unit_fraction)}
+        return TrainingHistory(steps=[probed(1, acts=act), probed(2, acts=act)])
+
+    (f,) = rules.dead_relu(history(0.625), CONFIG)  # 80 % of outputs <= 0: under 99.9 %, but 62.5 % of units dead
+    assert f.location == {"cell": "relu"} and f.evidence["dead_unit_fraction"] == 0.625
+    assert rules.dead_relu(history(0.375), CONFIG) == []
+    assert rules.dead_relu(history(-1.0), CONFIG) == []  # not measured (batch too small)
 
 
 def test_activation_exploding_needs_growth_through_the_network():

@@ -28,17 +28,26 @@ from typing import Any
 import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
+from mindspore.ops import composite as C
 
 # Rows of ProbedOptimizer.stats (one column per optimizer parameter): SUMS over each parameter's
-# elements, the host divides by the sizes. Each op in a graph is a kernel with its own host
-# memory, so the statistics are computed on the flattened, concatenated tensors with segment
-# reductions: a fixed dozen kernels whatever the number of parameters. Non-finite counts are
-# not computed: a sum of |x| is non-finite exactly when x holds a NaN/Inf (or overflows).
+# elements, the host divides by the sizes. Every node of a compiled graph costs host memory
+# (measured on CPU: ~0.15 MB per kernel written straight, ~0.5-0.7 MB per kernel unrolled from a
+# Python loop or list comprehension in ``construct``), so the statistics are computed on the
+# flattened, concatenated tensors with segment reductions: a fixed dozen kernels whatever the
+# number of parameters; the flattening goes through ``HyperMap`` (cheapest to compile) and adds
+# no Cast for float32. Non-finite counts are not computed: a sum of |x| is non-finite exactly
+# when x holds a NaN/Inf (or overflows).
 GRAD_SQ, GRAD_ABS, UPDATE_ABS, UPDATE_MAX_ABS, WEIGHT_ABS = range(5)
 _PARAM_ROWS = 5
 
-# Rows of an activation probe's stats (non-finite: mean |a| is).
-ACT_DEAD, ACT_SATURATED, ACT_MEAN_ABS = range(3)
+# Rows of an activation probe's stats (non-finite: mean |a| is). ACT_DEAD_UNITS: fraction of units
+# (output positions of one sample) that are <= 0 on every sample of the batch; -1 when not measured.
+ACT_DEAD, ACT_SATURATED, ACT_MEAN_ABS, ACT_DEAD_UNITS = range(4)
+_ACT_ROWS = 4
+# Per-unit deadness needs a batch large enough that a healthy unit (active half the time) is almost
+# never off on all of it: 2**-8 < 0.4 %.
+MIN_BATCH_FOR_UNITS = 8
 
 # Activation cell classes we probe: kind, dead-fraction (ReLU-like), input saturation bound (|x| beyond it is flat).
 ACTIVATION_KINDS: dict[type, tuple[str, bool, float]] = {
@@ -62,16 +71,24 @@ _buffer.count = 0
 
 
 def _f32(x: Any) -> Any:
-    return x.astype(ms.float32)
+    """float32 view; no Cast kernel when it already is (each kernel of a compiled graph costs host memory)."""
+    return x if x.dtype == ms.float32 else x.astype(ms.float32)
 
 
-def _flat(tensors, done=None):
-    parts = []
-    for t in tensors:
-        if done is not None:
-            t = ops.depend(t, done)
-        parts.append(_f32(t).reshape(-1))
-    return ops.concat(parts)
+_flat_part = C.MultitypeFuncGraph("msdoctor_flat_part")
+
+
+@_flat_part.register("Tensor")
+def _flat_one(t):
+    return _f32(t).reshape(-1)
+
+
+_map = C.HyperMap()
+
+
+def _flat(tensors):
+    """One flat float32 vector (a copy): the concat never aliases the tensors it reads."""
+    return ops.concat(_map(_flat_part, tensors))
 
 
 class ProbedOptimizer(nn.Cell):
@@ -96,7 +113,7 @@ class ProbedOptimizer(nn.Cell):
         g = _flat(grads)
         before = _flat(self.weights)  # the one copy of the weights, alive during this step only
         done = self.optimizer(grads)
-        after = _flat(self.weights, done)
+        after = _flat(self.weights)  # loaded after the optimizer's in-place updates (auto-monad order)
         delta = ops.abs(after - before)
         ids, n = self.segment_ids, self.segments
         stats = ops.stack([
@@ -136,11 +153,15 @@ def _probed_activation_class(base: type) -> type:
                 a = _f32(ops.stop_gradient(y))
                 dead = ops.zeros((), ms.float32)
                 saturated = ops.zeros((), ms.float32)
+                dead_units = Tensor(-1.0, ms.float32)
                 if self._msd_relu_like:
-                    dead = _f32(a <= 0).mean()
+                    off = a <= 0
+                    dead = _f32(off).mean()
+                    if a.ndim >= 2 and a.shape[0] >= MIN_BATCH_FOR_UNITS:
+                        dead_units = _f32(off.all(axis=0)).mean()  # reduces the batch axis only
                 if self._msd_saturation > 0:
                     saturated = _f32(ops.abs(x) > self._msd_saturation).mean()
-                stats = ops.stack([dead, saturated, ops.abs(a).mean()])
+                stats = ops.stack([dead, saturated, ops.abs(a).mean(), dead_units])
                 ops.assign(self._msd_stats, stats)
             return y
 
@@ -205,7 +226,7 @@ class Instrumentation:
         owner._cells[name] = self.probed_optimizer  # pylint: disable=protected-access (no parameter renaming)
         for cell in self.activations.values():
             base = type(cell)
-            object.__setattr__(cell, "_msd_stats", _buffer(3))
+            object.__setattr__(cell, "_msd_stats", _buffer(_ACT_ROWS))
             cell.__class__ = _probed_activation_class(base)
             cell._msd_probing = False  # pylint: disable=protected-access
             self._swapped.append((cell, base))
@@ -246,20 +267,24 @@ class Instrumentation:
             self._last_calls = calls
             stats = self.probed_optimizer.stats.asnumpy().astype(np.float64)
             sizes = self.probed_optimizer.sizes
-            for i, name in enumerate(self.parameter_names):
-                grad_mean_abs = stats[GRAD_ABS, i] / sizes[i]
-                weight_mean_abs = stats[WEIGHT_ABS, i] / sizes[i]
-                out.grad_norm[name] = float(np.sqrt(stats[GRAD_SQ, i]))
-                out.grad_mean_abs[name] = float(grad_mean_abs)
-                out.grad_nonfinite[name] = int(not np.isfinite(grad_mean_abs))
-                out.weight_nonfinite[name] = int(not np.isfinite(weight_mean_abs))
-                out.update_abs[name] = float(stats[UPDATE_MAX_ABS, i])
-                out.weight_mean_abs[name] = float(weight_mean_abs)
-                update_mean_abs = stats[UPDATE_ABS, i] / sizes[i]
-                out.update_ratio[name] = float(update_mean_abs / weight_mean_abs) if weight_mean_abs > 0 else float("inf")
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/Inf are signals here
+                self._read_parameters(stats, sizes, out)
         for order, (path, cell) in enumerate(self.activations.items()):
             out.activations[path] = (cell._msd_kind, order, cell._msd_stats.asnumpy().astype(np.float64))
         return out
+
+    def _read_parameters(self, stats: np.ndarray, sizes: np.ndarray, out: ProbeReading) -> None:
+        for i, name in enumerate(self.parameter_names):
+            grad_mean_abs = stats[GRAD_ABS, i] / sizes[i]
+            weight_mean_abs = stats[WEIGHT_ABS, i] / sizes[i]
+            out.grad_norm[name] = float(np.sqrt(stats[GRAD_SQ, i]))
+            out.grad_mean_abs[name] = float(grad_mean_abs)
+            out.grad_nonfinite[name] = int(not np.isfinite(grad_mean_abs))
+            out.weight_nonfinite[name] = int(not np.isfinite(weight_mean_abs))
+            out.update_abs[name] = float(stats[UPDATE_MAX_ABS, i])
+            out.weight_mean_abs[name] = float(weight_mean_abs)
+            update_mean_abs = stats[UPDATE_ABS, i] / sizes[i]
+            out.update_ratio[name] = float(update_mean_abs / weight_mean_abs) if weight_mean_abs > 0 else float("inf")
 
     def cells_not_training(self) -> list[str]:
         """Paths of network cells that are in eval mode (``set_train(False)``) while training."""

@@ -62,23 +62,52 @@ def _finite_losses(history: TrainingHistory) -> list[tuple[int, float]]:
     return [(step, loss) for step, loss in history.losses if math.isfinite(loss)]
 
 
+def _fitted_rise(window: list[float]) -> float:
+    """Rise of the least-squares line through ``window``, as a fraction of its fitted start (0 when not positive)."""
+    n = len(window)
+    x_mean, y_mean = (n - 1) / 2, statistics.fmean(window)
+    slope = sum((i - x_mean) * (v - y_mean) for i, v in enumerate(window)) / sum((i - x_mean) ** 2 for i in range(n))
+    start = y_mean - slope * x_mean
+    return slope * (n - 1) / start if start > 0 and slope > 0 else 0.0
+
+
 def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    """Loss >= diverge_factor x its running minimum for a window, or a steady rise above that minimum."""
     losses = _finite_losses(history)
     w = config.loss_window
+    suggestion = "Lower the learning rate (try 10x smaller), add a warm-up, or clip gradients."
     running_min = math.inf  # minimum of the losses before the current window
     for end in range(w, len(losses)):
         running_min = min(running_min, losses[end - w][1])
-        window_min = min(v for _, v in losses[end - w + 1 : end + 1])
+        window = [v for _, v in losses[end - w + 1 : end + 1]]
+        window_min = min(window)
+        step, loss = losses[end]
+        evidence = {"running_min": running_min, "window_min": window_min, "loss": loss, "window": w}
         if running_min > 0 and window_min >= config.diverge_factor * running_min:
-            step, loss = losses[end]
             return [
                 make_finding(
                     "MSD202",
                     f"The loss stayed at or above {config.diverge_factor:g}x its running minimum "
                     f"({running_min:.4g}) for {w} steps, up to {loss:.4g} at step {step}: training is diverging.",
                     step=step,
-                    evidence={"running_min": running_min, "window_min": window_min, "loss": loss, "window": w},
-                    suggestion="Lower the learning rate (try 10x smaller), add a warm-up, or clip gradients.",
+                    evidence=evidence,
+                    suggestion=suggestion,
+                )
+            ]
+        if window_min <= running_min:
+            continue  # the window gets back to the best loss so far: no drift
+        rise = _fitted_rise(window)
+        up = sum(1 for a, b in zip(window, window[1:]) if b > a) / (w - 1)
+        if rise >= config.diverge_trend and up >= config.diverge_trend_up:
+            return [
+                make_finding(
+                    "MSD202",
+                    f"The loss rose steadily over the last {w} steps (up on {up:.0%} of them, trend +{rise:.0%}, "
+                    f"never back to its running minimum {running_min:.4g}), to {loss:.4g} at step {step}: "
+                    "training is diverging.",
+                    step=step,
+                    evidence={**evidence, "trend_rise": rise, "up_fraction": up},
+                    suggestion=suggestion,
                 )
             ]
     return []
@@ -348,29 +377,43 @@ update_ratio_too_small = _update_ratio_rule("MSD210", too_small=True)
 update_ratio_too_large = _update_ratio_rule("MSD211", too_small=False)
 
 
-def _activation_fraction_rule(code: str, attribute: str, kinds: tuple[str, ...], what: str, fix: str) -> TrainingRule:
+def _persistent_fraction(probes: list[StepSignals], path: str, attribute: str, threshold: float) -> float | None:
+    """The last value of ``attribute`` when it is above ``threshold`` on every probe, else None."""
+    values = [getattr(p.activations[path], attribute) for p in probes if path in p.activations]
+    if len(values) == len(probes) and all(v > threshold for v in values):
+        return values[-1]
+    return None
+
+
+def _activation_fraction_rule(code: str, kinds: tuple[str, ...], criteria: tuple[tuple[str, str, str], ...],
+                              fix: str) -> TrainingRule:
+    """``criteria``: (signal attribute, DoctorConfig threshold field, what it means); the first that holds reports."""
+
     def rule(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
         probes = [p for p in _recent_probes(history, config.persistent_probes) if p.activations]
         if len(probes) < config.persistent_probes:
             return []
-        threshold = config.dead_relu_fraction if code == "MSD212" else config.saturated_fraction
         found = []
         for path, stats in probes[-1].activations.items():
             if stats.kind not in kinds:
                 continue
-            values = [getattr(p.activations[path], attribute) for p in probes if path in p.activations]
-            if len(values) == len(probes) and all(v > threshold for v in values):
+            for attribute, threshold_field, what in criteria:
+                threshold = getattr(config, threshold_field)
+                value = _persistent_fraction(probes, path, attribute, threshold)
+                if value is None:
+                    continue
                 found.append(
                     make_finding(
                         code,
-                        f"{values[-1]:.2%} of `{path}` ({stats.kind}) {what} on the last {len(values)} probed steps "
+                        f"{value:.2%} of `{path}` ({stats.kind}) {what} on the last {len(probes)} probed steps "
                         f"(threshold {threshold:.1%}).",
                         location={"cell": path},
                         step=probes[-1].step,
-                        evidence={attribute: values[-1], "threshold": threshold, "kind": stats.kind},
+                        evidence={attribute: value, "threshold": threshold, "kind": stats.kind},
                         suggestion=fix,
                     )
                 )
+                break
         return found
 
     return rule
@@ -378,17 +421,16 @@ def _activation_fraction_rule(code: str, attribute: str, kinds: tuple[str, ...],
 
 dead_relu = _activation_fraction_rule(
     "MSD212",
-    "dead_fraction",
     ("relu", "relu6"),
-    "outputs are <= 0",
+    (("dead_fraction", "dead_relu_fraction", "outputs are <= 0"),
+     ("dead_unit_fraction", "dead_unit_fraction", "units are <= 0 on every sample of the batch (dead units)")),
     "Lower the learning rate, use He init and a small positive bias, or LeakyReLU/GELU; check the input is "
     "normalised.",
 )
 saturated_activation = _activation_fraction_rule(
     "MSD213",
-    "saturated_fraction",
     ("sigmoid", "tanh"),
-    "inputs sit in the flat tails (zero gradient)",
+    (("saturated_fraction", "saturated_fraction", "inputs sit in the flat tails (zero gradient)"),),
     "Normalise the inputs, add BatchNorm/LayerNorm before the activation, use Glorot init or ReLU.",
 )
 
