@@ -4,8 +4,9 @@ How it works (see docs/doctor.md, "How the probes work"):
 
 * The optimizer is replaced, inside the train cell, by ``ProbedOptimizer`` —
   a thin Cell that calls the real optimizer and, when *probing*, also reduces
-  each gradient to a few numbers, snapshots the weights, and measures the true
-  update ``w_after - w_before`` after the real optimizer ran. Every train cell
+  each gradient to two sums. The weights are read on the host, in place: a
+  strided sample of each is copied before the probe step, so the true update
+  ``w_after - w_before`` is measured after the real optimizer ran. Every train cell
   (``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``, a user's own) hands
   its gradients to ``self.optimizer(grads)``, so one probe fits them all.
 * Activation cells (ReLU, Sigmoid, Tanh, GELU...) get a subclass whose
@@ -30,16 +31,19 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.ops import composite as C
 
-# Rows of ProbedOptimizer.stats (one column per optimizer parameter): SUMS over each parameter's
-# elements, the host divides by the sizes. Every node of a compiled graph costs host memory
-# (measured on CPU: ~0.15 MB per kernel written straight, ~0.5-0.7 MB per kernel unrolled from a
-# Python loop or list comprehension in ``construct``), so the statistics are computed on the
-# flattened, concatenated tensors with segment reductions: a fixed dozen kernels whatever the
-# number of parameters; the flattening goes through ``HyperMap`` (cheapest to compile) and adds
-# no Cast for float32. Non-finite counts are not computed: a sum of |x| is non-finite exactly
-# when x holds a NaN/Inf (or overflows).
-GRAD_SQ, GRAD_ABS, UPDATE_ABS, UPDATE_MAX_ABS, WEIGHT_ABS = range(5)
-_PARAM_ROWS = 5
+# Columns of ProbedOptimizer.grad_sums (one row per optimizer parameter). Every node of a compiled
+# graph costs host memory (measured on CPU: ~0.08 MB per kernel mapped with ``HyperMap``, ~0.5-0.7 MB
+# per kernel unrolled from a Python loop in ``construct``), and so does every flat intermediate the
+# graph's memory pool must hold: two sums per gradient through ``HyperMap`` cost less than flattening
+# the gradients (no copy of them, no segment ids). Everything about the weights is computed on the
+# host, where a Parameter reads as a view (no copy). Non-finite flags: a sum of |x| is non-finite
+# exactly when x holds a NaN/Inf (or, in the float32 graph, when the sum passes 3.4e38).
+GRAD_SQ, GRAD_ABS = range(2)
+_GRAD_COLUMNS = 2
+# The update is measured on at most this many evenly strided elements per parameter (exact below it):
+# a host copy of every weight would cost as much memory as the in-graph snapshot it replaces.
+UPDATE_SAMPLE = 1 << 16
+_CHUNK = 1 << 18  # float64 scratch, in elements, for the host sums
 
 # Rows of an activation probe's stats (non-finite: mean |a| is). ACT_DEAD_UNITS: fraction of units
 # (output positions of one sample) that are <= 0 on every sample of the batch; -1 when not measured.
@@ -75,57 +79,59 @@ def _f32(x: Any) -> Any:
     return x if x.dtype == ms.float32 else x.astype(ms.float32)
 
 
-_flat_part = C.MultitypeFuncGraph("msdoctor_flat_part")
+_grad_sums = C.MultitypeFuncGraph("msdoctor_grad_sums")
 
 
-@_flat_part.register("Tensor")
-def _flat_one(t):
-    return _f32(t).reshape(-1)
+@_grad_sums.register("Tensor")
+def _grad_sums_one(grad):
+    g = _f32(grad)
+    return ops.stack([(g * g).sum(), ops.abs(g).sum()])
 
 
 _map = C.HyperMap()
 
 
-def _flat(tensors):
-    """One flat float32 vector (a copy): the concat never aliases the tensors it reads."""
-    return ops.concat(_map(_flat_part, tensors))
-
-
 class ProbedOptimizer(nn.Cell):
-    """Calls the real optimizer; when probing, also records gradient and true update statistics."""
+    """Calls the real optimizer; when probing, also records the sums of g² and |g| of each gradient."""
 
     def __init__(self, optimizer: nn.Cell) -> None:
         super().__init__(auto_prefix=False)
         self.optimizer = optimizer
         self.probing = False
-        params = optimizer.parameters
-        self.sizes = np.array([max(1, int(np.prod(p.shape))) for p in params], np.float64)
-        self.segments = len(params)
-        segment_ids = np.repeat(np.arange(len(params), dtype=np.int32), self.sizes.astype(np.int64))
-        object.__setattr__(self, "weights", params)
-        object.__setattr__(self, "segment_ids", _buffer(0, value=segment_ids))  # one int32 per weight element
-        object.__setattr__(self, "stats", _buffer(_PARAM_ROWS, len(params)))
+        object.__setattr__(self, "grad_sums", _buffer(len(optimizer.parameters), _GRAD_COLUMNS))
         object.__setattr__(self, "calls", _buffer(1, dtype=np.int32))
 
     def construct(self, grads):  # noqa: D401 - MindSpore construct
         if not self.probing:
             return self.optimizer(grads)
-        g = _flat(grads)
-        before = _flat(self.weights)  # the one copy of the weights, alive during this step only
+        ops.assign(self.grad_sums, ops.stack(_map(_grad_sums, grads)))
         done = self.optimizer(grads)
-        after = _flat(self.weights)  # loaded after the optimizer's in-place updates (auto-monad order)
-        delta = ops.abs(after - before)
-        ids, n = self.segment_ids, self.segments
-        stats = ops.stack([
-            ops.unsorted_segment_sum(g * g, ids, n),
-            ops.unsorted_segment_sum(ops.abs(g), ids, n),
-            ops.unsorted_segment_sum(delta, ids, n),
-            ops.unsorted_segment_max(delta, ids, n),
-            ops.unsorted_segment_sum(ops.abs(after), ids, n),
-        ])
-        ops.assign(self.stats, stats)
         ops.assign_add(self.calls, ops.ones((1,), ms.int32))
         return done
+
+
+def _update_sample(weight: Parameter) -> np.ndarray:
+    """At most ``UPDATE_SAMPLE`` evenly strided elements of a weight, as a flat view of its host data."""
+    flat = weight.asnumpy().reshape(-1)
+    return flat[::-(-flat.size // UPDATE_SAMPLE)]
+
+
+def _abs_sum_max(values: np.ndarray, scratch: np.ndarray, minus: np.ndarray | None = None) -> tuple[float, float]:
+    """(sum, max) of ``|values - minus|`` in float64, in chunks through ``scratch``: no full-size temporary.
+
+    float64 cannot overflow on float32/float16 input, so both are non-finite exactly when an element is.
+    """
+    total = largest = 0.0
+    for start in range(0, values.size, scratch.size):
+        part = values[start:start + scratch.size]
+        chunk = scratch[:part.size]
+        chunk[:] = part
+        if minus is not None:
+            chunk -= minus[start:start + scratch.size]
+        np.abs(chunk, out=chunk)
+        total += float(chunk.sum())
+        largest = float(np.maximum(largest, chunk.max()))  # NaN propagates, as in the sum
+    return total, largest
 
 
 class ProbeStep(nn.Cell):
@@ -188,6 +194,7 @@ class ProbeReading:
     """1 when the gradient holds a NaN/Inf (a flag, not a count)."""
     weight_nonfinite: dict[str, int] = field(default_factory=dict)
     update_abs: dict[str, float] = field(default_factory=dict)
+    """max |Δw| over the update sample (every element when the parameter has at most UPDATE_SAMPLE)."""
     update_ratio: dict[str, float] = field(default_factory=dict)
     weight_mean_abs: dict[str, float] = field(default_factory=dict)
     activations: dict[str, tuple[str, int, np.ndarray]] = field(default_factory=dict)
@@ -212,6 +219,7 @@ class Instrumentation:
         self._probing = False
         self._in_probe_step = False
         self._last_calls = 0
+        self._weights_before: list[np.ndarray] | None = None
         self._install()
 
     def _find_optimizer_slot(self) -> tuple[nn.Cell, str]:
@@ -251,7 +259,11 @@ class Instrumentation:
         self._swapped.append((self.train_cell, base))
 
     def set_probing(self, probing: bool) -> None:
-        """Choose the graph the next step runs: probes on, or the plain step."""
+        """Choose the graph the next step runs: probes on, or the plain step.
+
+        Before a probe step, copies each weight's update sample, so ``read()`` can measure the true update.
+        """
+        self._weights_before = [_update_sample(p).copy() for p in self.optimizer.parameters] if probing else None
         if probing == self._probing:
             return
         self._probing = probing
@@ -260,30 +272,34 @@ class Instrumentation:
             cell._msd_probing = probing  # pylint: disable=protected-access
 
     def read(self) -> ProbeReading | None:
-        """Statistics of the last probed step; None when the optimizer did not run (e.g. loss-scale overflow)."""
+        """Statistics of the last probed step; no parameter statistics when the optimizer did not run
+        (e.g. loss-scale overflow)."""
         calls = int(self.probed_optimizer.calls.asnumpy()[0])
         out = ProbeReading()
-        if calls != self._last_calls:
+        before, self._weights_before = self._weights_before, None
+        if calls != self._last_calls and before is not None:
             self._last_calls = calls
-            stats = self.probed_optimizer.stats.asnumpy().astype(np.float64)
-            sizes = self.probed_optimizer.sizes
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/Inf are signals here
-                self._read_parameters(stats, sizes, out)
+                self._read_parameters(before, out)
         for order, (path, cell) in enumerate(self.activations.items()):
             out.activations[path] = (cell._msd_kind, order, cell._msd_stats.asnumpy().astype(np.float64))
         return out
 
-    def _read_parameters(self, stats: np.ndarray, sizes: np.ndarray, out: ProbeReading) -> None:
-        for i, name in enumerate(self.parameter_names):
-            grad_mean_abs = stats[GRAD_ABS, i] / sizes[i]
-            weight_mean_abs = stats[WEIGHT_ABS, i] / sizes[i]
-            out.grad_norm[name] = float(np.sqrt(stats[GRAD_SQ, i]))
+    def _read_parameters(self, before: list[np.ndarray], out: ProbeReading) -> None:
+        grad_sums = self.probed_optimizer.grad_sums.asnumpy().astype(np.float64)
+        scratch = np.empty(_CHUNK, np.float64)
+        for i, (name, weight) in enumerate(zip(self.parameter_names, self.optimizer.parameters)):
+            size = max(1, weight.size)
+            weight_abs, _ = _abs_sum_max(weight.asnumpy().reshape(-1), scratch)
+            update_abs, update_max_abs = _abs_sum_max(_update_sample(weight), scratch, minus=before[i])
+            grad_mean_abs, weight_mean_abs = grad_sums[i, GRAD_ABS] / size, weight_abs / size
+            out.grad_norm[name] = float(np.sqrt(grad_sums[i, GRAD_SQ]))
             out.grad_mean_abs[name] = float(grad_mean_abs)
             out.grad_nonfinite[name] = int(not np.isfinite(grad_mean_abs))
-            out.weight_nonfinite[name] = int(not np.isfinite(weight_mean_abs))
-            out.update_abs[name] = float(stats[UPDATE_MAX_ABS, i])
-            out.weight_mean_abs[name] = float(weight_mean_abs)
-            update_mean_abs = stats[UPDATE_ABS, i] / sizes[i]
+            out.weight_nonfinite[name] = int(not np.isfinite(weight_abs))
+            out.update_abs[name] = update_max_abs
+            out.weight_mean_abs[name] = weight_mean_abs
+            update_mean_abs = update_abs / max(1, before[i].size)
             out.update_ratio[name] = float(update_mean_abs / weight_mean_abs) if weight_mean_abs > 0 else float("inf")
 
     def cells_not_training(self) -> list[str]:
