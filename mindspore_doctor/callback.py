@@ -26,7 +26,7 @@ from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.distributed import RankMonitor
 from mindspore_doctor.findings import Finding, Report, Severity
 from mindspore_doctor.rules import training as training_rules
-from mindspore_doctor.signals import ActivationStats, StepSignals, TrainingHistory
+from mindspore_doctor.signals import StepSignals, TrainingHistory
 
 logger = logging.getLogger("mindspore_doctor")
 
@@ -257,7 +257,7 @@ class Doctor(Callback):
         if signals is None:
             return
         if self._probing and self._instrumentation is not None:
-            self._guard("training-probes", training_rules.PROBE_CODES, lambda: self._read_probes(signals))
+            self._guard("training-probes", training_rules.PROBE_CODES, lambda: self._instrumentation.read_into(signals))
         self.history.append(signals)
         if signals.loss is not None and not math.isfinite(signals.loss):
             self._evaluate(TrainingHistory(steps=[signals]), codes=("MSD201",))
@@ -284,20 +284,6 @@ class Doctor(Callback):
         if outputs is not None and hasattr(outputs, "asnumpy"):
             signals.loss = _scalar(outputs)
         return signals
-
-    def _read_probes(self, signals: StepSignals) -> None:
-        from mindspore_doctor.probes.instrument import ACT_DEAD, ACT_DEAD_UNITS, ACT_MEAN_ABS, ACT_SATURATED
-
-        reading = self._instrumentation.read()
-        for name in ("grad_norm", "grad_mean_abs", "grad_nonfinite", "weight_nonfinite", "update_ratio",
-                     "update_abs", "weight_mean_abs"):
-            setattr(signals, name, getattr(reading, name))
-        for path, (kind, order, row) in reading.activations.items():
-            mean_abs = float(row[ACT_MEAN_ABS])
-            signals.activations[path] = ActivationStats(
-                kind=kind, dead_fraction=float(row[ACT_DEAD]), saturated_fraction=float(row[ACT_SATURATED]),
-                dead_unit_fraction=float(row[ACT_DEAD_UNITS]),
-                mean_abs=mean_abs, nonfinite=int(not math.isfinite(mean_abs)), order=order)
 
     def _recent_history(self) -> TrainingHistory:
         """Head and tail of the history: rules re-run often, so each run stays cheap on long trainings."""

@@ -23,13 +23,15 @@ How it works (see docs/doctor.md, "How the probes work"):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
 from typing import Any
 
 import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.ops import composite as C
+
+from mindspore_doctor.signals import ActivationStats, StepSignals
 
 # Columns of ProbedOptimizer.grad_sums (one row per optimizer parameter). Every node of a compiled
 # graph costs host memory (measured on CPU: ~0.08 MB per kernel mapped with ``HyperMap``, ~0.5-0.7 MB
@@ -184,23 +186,6 @@ def activation_kind(cell: Any) -> str | None:
     return None
 
 
-@dataclass
-class ProbeReading:
-    """One read of the probe buffers, as plain numbers keyed by parameter name / cell path."""
-
-    grad_norm: dict[str, float] = field(default_factory=dict)
-    grad_mean_abs: dict[str, float] = field(default_factory=dict)
-    grad_nonfinite: dict[str, int] = field(default_factory=dict)
-    """1 when the gradient holds a NaN/Inf (a flag, not a count)."""
-    weight_nonfinite: dict[str, int] = field(default_factory=dict)
-    update_abs: dict[str, float] = field(default_factory=dict)
-    """max |Δw| over the update sample (every element when the parameter has at most UPDATE_SAMPLE)."""
-    update_ratio: dict[str, float] = field(default_factory=dict)
-    weight_mean_abs: dict[str, float] = field(default_factory=dict)
-    activations: dict[str, tuple[str, int, np.ndarray]] = field(default_factory=dict)
-    """cell path -> (kind, order, stats row)."""
-
-
 class Instrumentation:
     """Installs the probes into a train cell and its network; ``restore()`` undoes everything."""
 
@@ -271,21 +256,24 @@ class Instrumentation:
         for cell in self.activations.values():
             cell._msd_probing = probing  # pylint: disable=protected-access
 
-    def read(self) -> ProbeReading | None:
-        """Statistics of the last probed step; no parameter statistics when the optimizer did not run
-        (e.g. loss-scale overflow)."""
+    def read_into(self, signals: StepSignals) -> None:
+        """Fill ``signals`` with the statistics of the last probed step; no parameter statistics when the
+        optimizer did not run (e.g. loss-scale overflow)."""
         calls = int(self.probed_optimizer.calls.asnumpy()[0])
-        out = ProbeReading()
         before, self._weights_before = self._weights_before, None
         if calls != self._last_calls and before is not None:
             self._last_calls = calls
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/Inf are signals here
-                self._read_parameters(before, out)
+                self._read_parameters(before, signals)
         for order, (path, cell) in enumerate(self.activations.items()):
-            out.activations[path] = (cell._msd_kind, order, cell._msd_stats.asnumpy().astype(np.float64))
-        return out
+            row = cell._msd_stats.asnumpy().astype(np.float64)
+            mean_abs = float(row[ACT_MEAN_ABS])
+            signals.activations[path] = ActivationStats(
+                kind=cell._msd_kind, mean_abs=mean_abs, dead_fraction=float(row[ACT_DEAD]),
+                saturated_fraction=float(row[ACT_SATURATED]), dead_unit_fraction=float(row[ACT_DEAD_UNITS]),
+                nonfinite=int(not math.isfinite(mean_abs)), order=order)
 
-    def _read_parameters(self, before: list[np.ndarray], out: ProbeReading) -> None:
+    def _read_parameters(self, before: list[np.ndarray], out: StepSignals) -> None:
         grad_sums = self.probed_optimizer.grad_sums.asnumpy().astype(np.float64)
         scratch = np.empty(_CHUNK, np.float64)
         for i, (name, weight) in enumerate(zip(self.parameter_names, self.optimizer.parameters)):
@@ -301,10 +289,6 @@ class Instrumentation:
             out.weight_mean_abs[name] = weight_mean_abs
             update_mean_abs = update_abs / max(1, before[i].size)
             out.update_ratio[name] = float(update_mean_abs / weight_mean_abs) if weight_mean_abs > 0 else float("inf")
-
-    def cells_not_training(self) -> list[str]:
-        """Paths of network cells that are in eval mode (``set_train(False)``) while training."""
-        return [path or "<network>" for path, cell in self.network.cells_and_names() if not cell.training]
 
     def restore(self) -> None:
         """Put back every swapped class and the real optimizer."""
