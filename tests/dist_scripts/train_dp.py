@@ -77,7 +77,13 @@ class Clock(ms.train.Callback):
     def on_train_step_end(self, run_context):
         if run_context.original_args().cur_step_num != KILL_STEP:
             return
+        reached = out / "rank0_at_kill_step"
+        if self.where == "before" and RANK == 0:
+            reached.touch()  # rank 0 finished the step's gradient all-reduce and is about to enter the Doctor
         if self.where == "before" and RANK == 1:
+            deadline = time.time() + 120
+            while not reached.exists() and time.time() < deadline:  # die only once rank 0 is past the training
+                time.sleep(0.05)  # collectives: otherwise rank 0 could hang in MindSpore's own all-reduce
             os.kill(os.getpid(), signal.SIGKILL)
         Clock.stamps[self.where] = time.time()
         if self.where == "after":
