@@ -21,10 +21,6 @@ class Rule:
     summary: str
 
     @property
-    def group(self) -> str:
-        return self.code[:4] + "xx"
-
-    @property
     def doc_path(self) -> str:
         return f"docs/rules/{self.code}.md"
 

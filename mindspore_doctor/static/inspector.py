@@ -28,8 +28,6 @@ class LintContext:
     optimizer: Any = None
     sample_inputs: tuple | None = None
     config: DoctorConfig = field(default_factory=DoctorConfig)
-    training: bool = False
-    """True when linting a network that is about to be trained (from the Doctor)."""
     memo: dict[str, Any] = field(default_factory=dict)
     """Measurements shared by several checks of one lint (computed once, on first use)."""
 
