@@ -8,6 +8,7 @@ training: a check that raises becomes MSD001 and is switched off.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -57,6 +58,33 @@ def _num_classes(backbone: Any, loss_fn: Any) -> int | None:
         return None
     dense = [c for _, c in backbone.cells_and_names() if isinstance(c, nn.Dense)]
     return int(dense[-1].out_channels) if dense else None
+
+
+def _sample_inputs(dataset: Any, backbone: Any, config: DoctorConfig) -> tuple:
+    """``(inputs..., label)`` of the first training batch for MSD114's forward pass.
+
+    Read as the data checks read it (same column roles, a fresh iterator stopped after
+    one batch), so the iterator training uses, its order and its seed are untouched.
+    """
+    from mindspore_doctor.data.roles import RolesUnknown, assign_roles
+    from mindspore_doctor.data.sampling import (
+        DataUnavailable,
+        column_names,
+        read_sample,
+    )
+
+    if dataset is None:
+        raise CheckSkipped("no training dataset to take a sample batch from")
+    try:
+        columns = column_names(dataset, "train")
+        roles = assign_roles(columns, backbone, config)
+        if roles.label is None or not roles.inputs:
+            raise CheckSkipped(f"cannot tell the inputs from the label among the train dataset's columns {columns} "
+                               "(set the `label_column` / `input_columns` options)")
+        batch = read_sample(dataset, "train", roles, dataclasses.replace(config, data_max_samples=1)).first_batch
+    except (DataUnavailable, RolesUnknown) as why:
+        raise CheckSkipped(f"no sample batch from the train dataset: {why}") from why
+    return (*(batch[c] for c in roles.inputs), batch[roles.label])
 
 
 def _scalar(value: Any) -> float:
@@ -156,8 +184,9 @@ class Doctor(Callback):
         self.report.meta["target"] = type(backbone).__name__
         self.report.meta["dataset_sink_mode"] = sink
 
-        self._guard("static-lint", ("MSD1",), lambda: self._lint(backbone, loss_fn, optimizer))
-        self._guard("data-checks", ("MSD3",), lambda: self._check_data(cb.train_dataset, backbone))
+        self._guard("static-lint", ("MSD1",),
+                    lambda: self._lint(backbone, loss_fn, optimizer, train_network, cb.train_dataset))
+        self._guard("data-checks", ("MSD3",), lambda: self._check_data(cb.train_dataset, backbone, loss_fn))
         self._guard("num-classes", ("MSD215",), lambda: setattr(self.history, "num_classes",
                                                                  _num_classes(backbone, loss_fn)))
         if sink:
@@ -216,16 +245,25 @@ class Doctor(Callback):
             summary, self._summary = self._summary, None
             summary.close(self.report, self._run_info)
 
-    def _lint(self, backbone: Any, loss_fn: Any, optimizer: Any) -> None:
+    def _lint(self, backbone: Any, loss_fn: Any, optimizer: Any, train_network: Any, dataset: Any) -> None:
+        """Static lint with what only training has: the train cell Model built (MSD112), a real batch (MSD114)."""
+        from mindspore_doctor.static.graph import is_elementwise_loss
         from mindspore_doctor.static.inspector import lint
 
-        self._emit(lint(backbone, loss_fn=loss_fn, optimizer=optimizer, config=self.config).findings)
+        config, sample = self.config, None
+        if self._wanted("MSD114") and loss_fn is not None and is_elementwise_loss(loss_fn):
+            sample = self._guard("silent-broadcast", ("MSD114",), lambda: _sample_inputs(dataset, backbone, config))
+            if sample is None:  # MSD002 already says why; lint's generic "needs sample_inputs" would only repeat it
+                config = dataclasses.replace(config, ignore=(*config.ignore, "MSD114"))
+        self._emit(lint(backbone, loss_fn=loss_fn, optimizer=optimizer, sample_inputs=sample,
+                        train_network=train_network, config=config).findings)
 
-    def _check_data(self, train_dataset: Any, backbone: Any) -> None:
+    def _check_data(self, train_dataset: Any, backbone: Any, loss_fn: Any) -> None:
         from mindspore_doctor.data import check_data
 
         if train_dataset is not None:
-            report = check_data(train_dataset, self.config.eval_dataset, network=backbone, config=self.config)
+            report = check_data(train_dataset, self.config.eval_dataset, network=backbone, loss_fn=loss_fn,
+                                config=self.config)
             self._emit(report.findings)
 
     def _install(self, train_network: Any, backbone: Any, optimizer: Any) -> None:

@@ -75,7 +75,7 @@ RULES: dict[str, Rule] = {
         Rule("MSD307", "too-few-samples", _W, "too few samples for the model size"),
         Rule("MSD308", "train-eval-mismatch", _W, "train and eval inputs differ in distribution"),
         Rule("MSD309", "train-eval-leakage", _E, "the same samples in train and eval"),
-        Rule("MSD310", "constant-feature", _I, "a feature or channel with a single value"),
+        Rule("MSD310", "constant-feature", _W, "a feature or channel with a single value"),
         # MSD4xx: evaluation and sanity
         Rule("MSD401", "overfitting", _W, "eval loss rising while train loss falls"),
         Rule("MSD402", "underfitting", _W, "train metric close to a trivial baseline"),

@@ -206,7 +206,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sanity(args: argparse.Namespace) -> int:
-    return _feature("mindspore_doctor.sanity", "run_sanity_command", "the sanity workflow")(args)
+    return _feature("mindspore_doctor.sanity_checks", "run_sanity_command", "the sanity workflow")(args)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -253,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=cmd_demo)
 
     sanity = sub.add_parser("sanity", help="initial loss, overfit one batch, trivial baseline, lr range test")
-    from mindspore_doctor.sanity import add_sanity_arguments
+    from mindspore_doctor.sanity_checks import add_sanity_arguments
 
     add_sanity_arguments(sanity)
     sanity.set_defaults(handler=cmd_sanity)

@@ -43,6 +43,12 @@ class DoctorConfig:
     """MSD202/203/204: number of loss checks in a trend window."""
     diverge_factor: float = 2.0
     """MSD202: loss at or above this multiple of its running minimum for a window."""
+    diverge_smoothing: int = 10
+    """MSD202: the loss is judged on its rolling median over this many steps (small or imbalanced batches make
+    single-step losses noisy; the catalog's raw running minimum raised false alarms on healthy runs)."""
+    diverge_min_rise: float = 0.1
+    """MSD202: the loss must also rise by at least this fraction of the initial loss (noise near zero is not
+    divergence)."""
     diverge_trend: float = 0.5
     """MSD202 rising trend: least-squares rise of the loss over a window, as a fraction of its fitted start."""
     diverge_trend_up: float = 0.6
@@ -53,8 +59,11 @@ class DoctorConfig:
     """MSD205: a loss below this within the first ``early_steps`` steps is suspicious."""
     early_steps: int = 3
     """MSD205/215: what counts as "the first steps"."""
+    converged_loss_fraction: float = 0.05
+    """MSD207/MSD210: once the loss is below this fraction of its initial value, small gradients and updates
+    mean the model has converged, and are not reported."""
     vanishing_grad_mean: float = 1e-7
-    """MSD207: mean |g| of a layer below this is vanishing."""
+    """MSD207: a layer's gradient RMS (sqrt of mean g², which is >= mean |g|) below this is vanishing."""
     vanishing_grad_ratio: float = 1e-3
     """MSD207: first-layer / last-layer gradient-norm ratio below this is vanishing."""
     exploding_grad_growth: float = 2.0
@@ -63,11 +72,16 @@ class DoctorConfig:
     """MSD208: last / first gradient-norm ratio above this is exploding."""
     frozen_update_atol: float = 1e-8
     """MSD209: |dw| <= atol + rtol*|w| counts as not updated."""
-    frozen_update_rtol: float = 1e-5
+    frozen_update_rtol: float = 1e-7
+    """MSD209: about one float32 ulp of the weight (the catalog's 1e-5 also caught a tiny but non-zero
+    learning rate, which is MSD210's case)."""
     update_ratio_min: float = 1e-4
     """MSD210: mean|dw| / mean|w| below this is too small."""
     update_ratio_max: float = 1e-1
-    """MSD211: mean|dw| / mean|w| above this is too large."""
+    """MSD211: mean|dw| / mean|w| above this (median of the recent probes) is too large."""
+    update_ratio_burst: float = 0.5
+    """MSD211: a single probed step (the first included) moving the network's weights (median over them) by more
+    than this fraction of themselves."""
     dead_relu_fraction: float = 0.999
     """MSD212: fraction of ReLU outputs <= 0 above which the layer is dead."""
     dead_unit_fraction: float = 0.5

@@ -37,7 +37,7 @@ class StepSignals:
     epoch: int | None = None
     grad_norm: dict[str, float] = field(default_factory=dict)
     """Per trainable parameter name: L2 norm of its gradient."""
-    grad_mean_abs: dict[str, float] = field(default_factory=dict)
+    grad_rms: dict[str, float] = field(default_factory=dict)
     grad_nonfinite: dict[str, int] = field(default_factory=dict)
     weight_nonfinite: dict[str, int] = field(default_factory=dict)
     update_ratio: dict[str, float] = field(default_factory=dict)

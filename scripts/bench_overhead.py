@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.setdefault((model_name, variant), []).append(_run(model_name, variant, args.reports))
                 print(f"round {r + 1}/{args.rounds} {model_name:6} {variant:7} {results[(model_name, variant)][-1]}",
                       file=sys.stderr)
-    print(f"| model | variant | median step ms | x plain | mean step ms | x plain | peak RSS MB | x plain |")
+    print("| model | variant | median step ms | x plain | mean step ms | x plain | peak RSS MB | x plain |")
     print("|---|---|---|---|---|---|---|---|")
     for model_name in models:
         base = {k: statistics.median(r[k] for r in results[(model_name, "plain")])

@@ -210,3 +210,58 @@ def test_rules_are_pure_functions_quiet_on_clean_random_signals():
     assert [f for _, rule in RULES for f in rule(signals, DoctorConfig())] == []
     label.values = np.sort(label.values)
     assert [f.code for _, rule in RULES for f in rule(signals, DoctorConfig())] == ["MSD305"]
+
+
+def test_per_class_counts_cover_every_shard_under_data_parallelism():
+    import mindspore.dataset as ds
+
+    y = rng.permutation(np.arange(600) % 2).astype(np.int32)  # 300 per class in all, 75 per class on each of 4 ranks
+
+    def shard(num_shards):
+        kwargs = {"num_shards": num_shards, "shard_id": 0} if num_shards > 1 else {}
+        return ds.NumpySlicesDataset({"x": _table(len(y)), "label": y}, shuffle=False, **kwargs).batch(16)
+
+    assert "MSD307" not in check_data(train_ds=shard(4)).codes()
+    small = ds.NumpySlicesDataset({"x": _table(150), "label": y[:150]}, shuffle=False).batch(16)
+    assert "MSD307" in check_data(train_ds=small).codes()  # the same 150 rows as the whole training set
+
+
+def test_constant_feature_is_a_warning_unless_it_may_be_a_sparse_column():
+    x = _table()
+    x[:, 3] = 0.0
+    partial = check_data(train_ds=_dataset(x, _labels()), data_max_samples=64).by_code("MSD310")[0]
+    assert partial.severity.value == "info"  # all zeros in 64 of N rows: maybe a rare one-hot column
+    whole = check_data(train_ds=_dataset(x, _labels())).by_code("MSD310")[0]
+    assert whole.severity.value == "warning" and "over all" in whole.message
+
+
+def test_negative_label_markers_are_out_of_range_but_not_a_class():
+    y = rng.permutation(np.r_[np.arange(600) % 3, np.full(40, -1)]).astype(np.int32)  # -1: "unlabelled"
+    report = check_data(train_ds=_dataset(_table(len(y)), y))
+    assert "MSD306" in report.codes() and not {"MSD302", "MSD307"} & report.codes(), str(report)
+
+
+def test_a_negative_marker_the_loss_skips_is_only_noted():
+    y = rng.permutation(np.r_[np.arange(600) % 3, np.full(40, -1)]).astype(np.int32)
+
+    class MaskedLoss(nn.Cell):  # the user's own loss: it may (and here would) drop label -1
+        def construct(self, logits, label):
+            return logits.sum() * 0
+
+    def severity(loss_fn):
+        return check_data(train_ds=_dataset(_table(len(y)), y), network=_net(), loss_fn=loss_fn).by_code(
+            "MSD306")[0].severity.value
+
+    assert severity(nn.SoftmaxCrossEntropyWithLogits(sparse=True)) == "error"  # -1 really is out of range there
+    assert severity(nn.CrossEntropyLoss(ignore_index=-1)) == "info"
+    assert severity(MaskedLoss()) == "info"
+
+
+def test_outliers_that_repeat_one_value_are_a_sentinel_warning():
+    x = _table()
+    x[::40, 2] = -9999.0  # "missing" exported as a number
+    sentinel = check_data(train_ds=_dataset(x, _labels())).by_code("MSD303")[0]
+    assert sentinel.severity.value == "warning" and "exactly -9999" in sentinel.message
+    x = _table()
+    x[::40, 2] = rng.uniform(80, 120, size=x[::40].shape[0])  # a heavy tail: scattered, only noted
+    assert check_data(train_ds=_dataset(x, _labels())).by_code("MSD303")[0].severity.value == "info"

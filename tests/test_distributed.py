@@ -118,13 +118,6 @@ def test_train_step_without_all_reduce_diverges(bugs):
     assert drift.step == 2 and drift.location["ranks"] == [0, 1]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="failed once (clean-clone CI rehearsal, 2026-11-29): rank 0 logged nothing after rank 1 died and was killed "
-    "by MindSpore's heartbeat 28 s later, i.e. it blocked outside the Doctor's 3 s watchdog, probably in the step's own "
-    "all-reduce; rank 1 now dies only after rank 0 has left the training collectives (5/5 passes since, 3 under load). "
-    "Make strict once CI confirms; see issue 7",
-)
 def test_killed_rank_does_not_hang_the_doctor(tmp_path):
     """Rank 1 dies just before a Doctor collective; rank 0's Doctor must give up after its timeout.
 

@@ -52,11 +52,11 @@ def test_divergence_reports_only_parameters_that_were_equal():
 
 def test_data_duplication_on_shared_samples_only():
     same = [f"s{i}" for i in range(16)]
-    [finding] = rules.rank_data_duplication({0: same, 1: list(same), 2: [f"t{i}" for i in range(16)]}, CONFIG)
-    assert finding.code == "MSD503" and finding.location["ranks"] == [0, 1]
+    [finding] = rules.rank_data_duplication({0: same, 1: list(same), 2: [f"t{i}" for i in range(16)]}, 2, CONFIG)
+    assert finding.code == "MSD503" and finding.location["ranks"] == [0, 1] and finding.step == 2
     assert finding.evidence["shared_fraction"] == 1.0
     # Near miss: shards that overlap a little (a duplicated sample in the data) are fine.
-    assert rules.rank_data_duplication({0: same, 1: same[:3] + [f"t{i}" for i in range(13)]}, CONFIG) == []
+    assert rules.rank_data_duplication({0: same, 1: same[:3] + [f"t{i}" for i in range(13)]}, 2, CONFIG) == []
 
 
 @pytest.mark.parametrize("ranks_in_location", [False, True])

@@ -15,6 +15,7 @@ from mindspore_doctor.probes.modes import ModeSnapshot
 from mindspore_doctor.rules.evaluation import (
     EvalRecord,
     Metric,
+    evaluation_findings,
     mode_switch_inconsistency,
     overfitting,
     underfitting,
@@ -181,3 +182,11 @@ def test_empty_eval_dataset_is_a_clear_error():
     empty = _data(32).skip(10)
     with pytest.raises(CheckSkipped, match="empty"):
         Evaluator(empty).run(Net(), None, 1)
+
+
+def test_a_mode_switch_problem_is_not_also_reported_as_underfitting():
+    base = Metric("accuracy", 0.5, True)
+    record = EvalRecord(epoch=1, train_loss=1.0, eval_loss=1.0, train_metric=Metric("accuracy", 0.52, True),
+                        train_baseline=base)
+    assert {f.code for f in evaluation_findings([record], CFG)} == {"MSD402"}
+    assert {f.code for f in evaluation_findings([record], CFG, (7.0, ["bn"]))} == {"MSD405"}

@@ -11,7 +11,7 @@ from mindspore import Tensor, nn
 from mindspore_doctor.diagnosis import diagnose
 from mindspore_doctor.cli import main as msdoctor
 from mindspore_doctor.export.html import render_html, write_html
-from mindspore_doctor.sanity import format_sanity_text, sanity
+from mindspore_doctor.sanity_checks import format_sanity_text, sanity
 
 
 def _dataset(shuffle_labels=False, n=256):
@@ -141,3 +141,13 @@ def test_cli_runs_a_module_target_and_reports_load_errors(tmp_path, monkeypatch,
     assert 'id="chart-lr-range-test"' in html.read_text()
     assert msdoctor(["sanity", "sanity_target:nope", "--data", "sanity_target:data"]) == 2
     assert "no attribute" in capsys.readouterr().err
+
+
+def test_public_sanity_is_the_function_even_after_its_module_was_imported():
+    import mindspore_doctor
+    import mindspore_doctor.sanity_checks  # noqa: F401 - binds the module on the package, as any import would
+
+    assert mindspore_doctor.sanity is sanity
+    from mindspore_doctor import sanity as public
+
+    assert public is sanity

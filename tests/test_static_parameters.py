@@ -194,9 +194,18 @@ def test_badly_scaled_init_fires_with_scheme_and_ratio():
     assert where(found) == {"cell": "0", "parameter": "0.weight"}
     assert found.evidence["scheme"] == "He" and found.evidence["ratio"] > 10
     assert "followed by ReLU" in found.message
-    tiny = nn.SequentialCell(nn.Conv2d(64, 64, 3, weight_init=Normal(1e-4)), nn.BatchNorm2d(64), nn.ReLU())
+    tiny = nn.SequentialCell(nn.Conv2d(64, 64, 3, weight_init=Normal(1e-4)), nn.BatchNorm2d(64), nn.ReLU(),
+                             nn.Conv2d(64, 8, 3))
     (small,) = only(lint(tiny, select=["MSD109"]), "MSD109")
     assert small.evidence["ratio"] < 0.1 and "below" in small.message
+
+
+def test_small_init_of_the_output_layer_is_deliberate_but_a_large_one_is_not():
+    small_head = nn.SequentialCell(nn.Dense(64, 64), nn.ReLU(), nn.Dense(64, 1, weight_init=Normal(1e-4)))
+    assert not lint(small_head, select=["MSD109"]).findings  # a residual forecaster's "small correction" head
+    large_head = nn.SequentialCell(nn.Dense(64, 64), nn.ReLU(), nn.Dense(64, 1, weight_init=Normal(10.0)))
+    (found,) = only(lint(large_head, select=["MSD109"]), "MSD109")
+    assert found.location["parameter"] == "2.weight"
 
 
 @pytest.mark.parametrize(

@@ -26,21 +26,24 @@ def test_nonfinite_loss_reports_first_bad_step():
     assert rules.nonfinite_loss(losses([1.0, 1e30]), CONFIG) == []
 
 
+RAW = DoctorConfig(loss_window=5, diverge_smoothing=1)  # the window logic on the raw losses
+
+
 def test_diverging_loss():
-    (f,) = rules.loss_diverging(losses([1.0, 0.5, 0.4] + [1.0] * 5), CONFIG)
+    (f,) = rules.loss_diverging(losses([1.0, 0.5, 0.4] + [1.0] * 5), RAW)
     assert f.code == "MSD202" and f.step == 8
-    assert rules.loss_diverging(losses([1.0, 0.5, 0.4] + [0.79] * 5), CONFIG) == []  # just under 2x
+    assert rules.loss_diverging(losses([1.0, 0.5, 0.4] + [0.79] * 5), RAW) == []  # just under 2x
 
 
 def test_diverging_loss_rising_trend_below_the_factor():
     # window of 5: rises on every step, +60 % fitted rise, never back to the running minimum 0.4: fires
-    (f,) = rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.5, 0.55, 0.6, 0.7, 0.79]), CONFIG)
+    (f,) = rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.5, 0.55, 0.6, 0.7, 0.79]), RAW)
     assert f.step == 8 and f.evidence["up_fraction"] == 1.0 and f.evidence["trend_rise"] >= 0.5
     assert "rose steadily" in f.message
     # same rise, but one step of the window gets back to the best loss: noise around a plateau, quiet
-    assert rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.5, 0.55, 0.4, 0.7, 0.79]), CONFIG) == []
+    assert rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.5, 0.55, 0.4, 0.7, 0.79]), RAW) == []
     # steady but slow drift (+20 %): quiet
-    assert rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.45, 0.46, 0.48, 0.5, 0.52]), CONFIG) == []
+    assert rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.45, 0.46, 0.48, 0.5, 0.52]), RAW) == []
 
 
 def test_loss_not_decreasing():
@@ -70,7 +73,7 @@ def test_unexpected_initial_loss(first, fires):
 def probed(step, grads=None, acts=None, **kw):
     grads = grads or {}
     return StepSignals(step=step, grad_norm={k: v for k, v in grads.items()},
-                       grad_mean_abs={k: v for k, v in grads.items()}, activations=acts or {}, **kw)
+                       grad_rms={k: v for k, v in grads.items()}, activations=acts or {}, **kw)
 
 
 def test_nonfinite_tensor_names_first_cell_in_network_order():
@@ -147,3 +150,98 @@ def test_train_mode_off():
 def test_history_round_trips_through_json_dict():
     history = TrainingHistory(steps=[probed(1, {"w": 1.0})], parameter_order=["w"], parameter_shapes={"w": [2, 3]})
     assert TrainingHistory.from_dict(history.to_dict()) == history
+
+
+def test_diverging_ignores_one_lucky_batch_and_jitter_near_zero():
+    config = DoctorConfig()  # loss_window 20: a rolling median over 5 steps
+    noisy = [1.4, 1.0, 0.7] + [0.25, 0.15, 0.2, 0.3, 0.18] * 6
+    noisy[10] = 0.01  # one lucky batch: 20 ordinary batches are all above 2x it
+    assert rules.loss_diverging(losses(noisy), config) == []
+    near_zero = [1.4] + [1e-7] * 20 + [4e-6] * 25  # 40x its minimum, but nothing that matters
+    assert rules.loss_diverging(losses(near_zero), config) == []
+    jump = [1.4, 1.0, 0.7] + [0.2] * 20 + [0.9] * 25  # an lr schedule that jumps: still caught
+    (f,) = rules.loss_diverging(losses(jump), config)
+    assert 23 < f.step <= 48
+
+
+def test_vanishing_gradient_quiet_once_the_model_has_converged():
+    tiny = {"first.weight": 1e-9, "last.weight": 1e-8}
+
+    def history(late_loss):
+        steps = [probed(s, tiny) if s in (1, 50) else StepSignals(step=s) for s in range(1, 51)]
+        for s in steps:
+            s.loss = 1.4 if s.step < 5 else late_loss
+        return TrainingHistory(steps=steps, parameter_order=["first.weight", "last.weight"])
+
+    assert rules.vanishing_gradient(history(1e-4), CONFIG) == []  # the loss fell 10000x: it learned
+    assert set(codes(rules.vanishing_gradient(history(1.38), CONFIG))) == {"MSD207"}  # stuck near ln(4)
+
+
+def test_probe_rules_stop_judging_once_weights_are_nonfinite():
+    dead = {"relu": ActivationStats("relu", 0.0, dead_fraction=1.0)}
+    nan_weights = {"fc.weight": 1}
+    after_nan = TrainingHistory(steps=[probed(1, acts=dead, weight_nonfinite=nan_weights),
+                                       probed(2, acts=dead, weight_nonfinite=nan_weights)])
+    assert rules.dead_relu(after_nan, CONFIG) == []
+    before = TrainingHistory(steps=[probed(1, acts=dead), probed(2, acts=dead)])
+    assert codes(rules.dead_relu(before, CONFIG)) == ["MSD212"]
+
+
+def test_bias_cancelled_by_batchnorm_is_not_a_frozen_weight():
+    def step(i, bias_grad):
+        return StepSignals(step=i, grad_rms={"fc.weight": 0.01, "fc.bias": bias_grad},
+                           grad_norm={"fc.weight": 0.1, "fc.bias": bias_grad},
+                           update_abs={"fc.weight": 1e-3, "fc.bias": 0.0},
+                           weight_mean_abs={"fc.weight": 0.1, "fc.bias": 0.1})
+
+    order = ["fc.weight", "fc.bias"]
+    cancelled = TrainingHistory(steps=[step(1, 0.0), step(2, 2e-9)], parameter_order=order)  # rounding noise
+    assert rules.weights_not_updating(cancelled, CONFIG) == []
+    zero_lr = TrainingHistory(steps=[step(1, 0.01), step(2, 0.01)], parameter_order=order)  # has a gradient
+    (f,) = rules.weights_not_updating(zero_lr, CONFIG)
+    assert f.location["parameter"] == "fc.bias"
+
+
+def updates(ratios, update_abs=1e-3):
+    """Probed steps 1, 50, 100, ... with these update ratios of `fc.weight` (shape 2-D)."""
+    steps = [StepSignals(step=1 if i == 0 else 50 * i, loss=1.0, grad_norm={"fc.weight": 1.0},
+                         update_ratio={"fc.weight": r}, update_abs={"fc.weight": update_abs})
+             for i, r in enumerate(ratios)]
+    return TrainingHistory(steps=steps, parameter_order=["fc.weight"], parameter_shapes={"fc.weight": [4, 4]})
+
+
+def test_update_ratio_too_large_on_one_huge_step_even_the_first():
+    (f,) = rules.update_ratio_too_large(updates([0.9]), CONFIG)  # Adam lr=0.1 on weights of about 0.1
+    assert f.step == 1 and "single probed step" in f.message
+    assert rules.update_ratio_too_large(updates([0.3, 0.01, 0.01, 0.01]), CONFIG) == []  # a big but sane first step
+    assert codes(rules.update_ratio_too_large(updates([0.01, 0.2, 0.2, 0.2]), CONFIG)) == ["MSD211"]
+
+
+def test_update_ratio_too_small_is_not_advised_after_the_layer_blew_up():
+    assert codes(rules.update_ratio_too_small(updates([0.01, 5e-5, 5e-5, 5e-5]), CONFIG)) == ["MSD210"]
+    assert rules.update_ratio_too_small(updates([0.9, 5e-5, 5e-5, 5e-5]), CONFIG) == []  # units died from step 1
+
+
+def test_a_tiny_but_real_update_is_not_a_frozen_weight():
+    def history(update_abs):
+        steps = [StepSignals(step=s, grad_rms={"fc.weight": 0.07}, grad_norm={"fc.weight": 1.0},
+                             update_abs={"fc.weight": update_abs}, weight_mean_abs={"fc.weight": 0.16})
+                 for s in (50, 100)]
+        return TrainingHistory(steps=steps, parameter_order=["fc.weight"])
+
+    assert rules.weights_not_updating(history(7e-7), CONFIG) == []  # SGD lr=1e-5: slow (MSD210), not frozen
+    assert codes(rules.weights_not_updating(history(0.0), CONFIG)) == ["MSD209"]
+
+
+def test_one_small_init_weight_moving_by_its_size_is_not_a_burst():
+    def first_step(ratios):
+        step = StepSignals(step=1, loss=1.0, grad_norm={n: 1.0 for n in ratios}, update_ratio=ratios,
+                           update_abs={n: 1e-3 for n in ratios})
+        return TrainingHistory(steps=[step], parameter_order=list(ratios),
+                               parameter_shapes={n: [4, 4] for n in ratios})
+
+    head_only = {"body.weight": 0.02, "mid.weight": 0.03, "head.weight": 0.9}  # Adam on a tiny-init head
+    assert rules.update_ratio_too_large(first_step(head_only), CONFIG) == []
+    everything = {"body.weight": 0.7, "mid.weight": 0.6, "head.weight": 0.9}  # Adam lr=0.1: every layer
+    assert {f.location["parameter"] for f in rules.update_ratio_too_large(first_step(everything), CONFIG)} == set(
+        everything)

@@ -61,12 +61,14 @@ def _sample(dataset: Any, name: str, network: Any, config: DoctorConfig, codes: 
     return roles, sample
 
 
-def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, **options: Any) -> Report:
+def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, loss_fn: Any = None,
+               **options: Any) -> Report:
     """Data checks (MSD301-MSD310) on a bounded sample of ``train_ds`` and ``eval_ds``; never raises.
 
     ``network``: gives the column roles (``construct`` signature), the class count
     (MSD306: one forward pass in eval mode on a sampled batch, train/eval flags
     restored, no parameter change) and the parameter count (MSD307).
+    ``loss_fn``: which label values it ignores (MSD306 does not call them out of range).
     ``options``: fields of ``DoctorConfig`` (or ``config=DoctorConfig(...)``);
     ``eval_dataset`` is used when ``eval_ds`` is not given.
     """
@@ -87,6 +89,12 @@ def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, **option
             measured = _guarded("measure-network", ("MSD306", "MSD307"),
                                 lambda: network_signals(network, sample.first_batch, roles, sample.signals.label), findings)
             signals.network = measured or NetworkSignals()
+        if loss_fn is not None:
+            from mindspore_doctor.static.ast_cells import is_library_object
+
+            ignore_index = getattr(loss_fn, "ignore_index", None)
+            signals.network.ignore_index = ignore_index if isinstance(ignore_index, int) else None
+            signals.network.custom_loss = not is_library_object(loss_fn)
         findings.extend(_run_rules(signals, config, wanted))
         meta["data"] = _summary(signals, roles)
     meta["data_check_seconds"] = round(time.perf_counter() - start, 3)

@@ -91,6 +91,12 @@ def _one_shot_source(dataset: Any) -> str:
     return ""
 
 
+def _num_shards(dataset: Any) -> int:
+    """How many shards the source is split into (msrun data parallel: one per rank), 1 when not sharded."""
+    shards = [getattr(n, "num_shards", None) for n in _pipeline_nodes(dataset)]
+    return max([int(s) for s in shards if isinstance(s, int) and s > 1] or [1])
+
+
 def _shuffle_ignored(dataset: Any) -> bool:
     """GeneratorDataset(shuffle=True/None) over a source without ``__getitem__`` silently keeps its order."""
     from mindspore.dataset import RandomSampler
@@ -168,6 +174,7 @@ def read_sample(dataset: Any, name: str, roles: ColumnRoles, config: DoctorConfi
         raise DataUnavailable(f"the {name} dataset yielded no samples")
     size = _known_size(dataset, name)
     signals.total_samples = signals.samples if exhausted else (size * signals.batch_size if size is not None else None)
+    signals.shards = _num_shards(dataset)
     signals.features = [acc.result() for acc in inputs.values()]
     signals.label = label.result() if label is not None and label.column not in signals.skipped_columns else None
     signals.hashes = np.unique(np.array(hashes, dtype=np.uint64))

@@ -67,7 +67,9 @@ class DatasetSignals:
     """Samples read into the statistics."""
     batch_size: int = 1
     total_samples: int | None = None
-    """get_dataset_size() x batch size: the whole epoch, not just the sample."""
+    """get_dataset_size() x batch size: the whole epoch, not just the sample (this rank's shard of it)."""
+    shards: int = 1
+    """The source's ``num_shards``: under data parallelism every rank reads 1/shards of the data."""
     truncated_by_time: bool = False
     features: list[FeatureStats] = field(default_factory=list)
     label: LabelStats | None = None
@@ -85,6 +87,10 @@ class NetworkSignals:
     num_outputs: int | None = None
     """Class count the network predicts (last axis of its output); None when unknown."""
     outputs_unknown_why: str = ""
+    ignore_index: int | None = None
+    """The label value the loss skips (``nn.CrossEntropyLoss(ignore_index=...)``); None when it has none."""
+    custom_loss: bool = False
+    """The loss is the user's own Cell: it may mask labels (e.g. -1 for unlabelled samples) itself."""
 
 
 @dataclass

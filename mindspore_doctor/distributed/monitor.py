@@ -171,7 +171,7 @@ class RankMonitor:
                     "(`train_dataset_element` is empty in dataset sink mode).",
                     location={"check": "rank-batches"}, evidence={"codes": ["MSD503"]}))
             else:
-                findings += self._judge("MSD503", lambda: rules.rank_data_duplication(digests, self.config))
+                findings += self._judge("MSD503", lambda: rules.rank_data_duplication(digests, self._step, self.config))
         return findings
 
     # --- plumbing ---------------------------------------------------------------------------

@@ -24,13 +24,8 @@ from mindspore import Tensor, nn
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
-from mindspore_doctor.probes.modes import ModeSnapshot
-from mindspore_doctor.rules.evaluation import (
-    EvalRecord,
-    Metric,
-    evaluation_findings,
-    mode_switch_inconsistency,
-)
+from mindspore_doctor.probes.modes import BufferSnapshot, ModeSnapshot
+from mindspore_doctor.rules.evaluation import EvalRecord, Metric, evaluation_findings
 
 Batch = tuple[np.ndarray, ...]
 _MODE_DEPENDENT = ("BatchNorm", "Dropout")
@@ -118,7 +113,7 @@ class Probe:
     def measure(self, batches: Sequence[Batch]) -> Measured:
         """Eval-mode outputs and the loss (label = last column) over ``batches``."""
         outputs, labels, losses = [], [], []
-        with ModeSnapshot(self.network):
+        with ModeSnapshot(self.network), BufferSnapshot(self.network):
             self._forward.set_train(False)  # the wrapper's phase keys the compiled graph: set it, not only the net's
             for batch in batches:
                 out = _as_numpy(self._forward(*(Tensor(x) for x in batch[:-1])))
@@ -136,17 +131,12 @@ class Probe:
         """
         cells = [path for path, cell in self.network.cells_and_names()
                  if path and any(k in type(cell).__name__ for k in _MODE_DEPENDENT)]
-        saved = [(p, p.asnumpy().copy()) for p in self.network.untrainable_params()]
         inputs = [Tensor(x) for x in batch[:-1]]
-        with ModeSnapshot(self.network):
-            try:
-                self._forward.set_train(True)
-                trained = _as_numpy(self._forward(*inputs))
-                self._forward.set_train(False)
-                evaluated = _as_numpy(self._forward(*inputs))
-            finally:
-                for param, value in saved:
-                    param.set_data(Tensor(value))
+        with ModeSnapshot(self.network), BufferSnapshot(self.network):
+            self._forward.set_train(True)
+            trained = _as_numpy(self._forward(*inputs))
+            self._forward.set_train(False)
+            evaluated = _as_numpy(self._forward(*inputs))
         # relative to the smaller of the two: a mode whose outputs blow up (stale BatchNorm statistics) counts fully
         smaller = min(np.linalg.norm(trained), np.linalg.norm(evaluated))
         change = float(np.linalg.norm(trained - evaluated) / (smaller + 1e-12))
@@ -197,8 +187,4 @@ class Evaluator:
         return {"records": [asdict(r) for r in self.records], "mode_switch": change}
 
     def findings(self) -> list[Finding]:
-        found = evaluation_findings(self.records, self.config)
-        if self.mode_change is not None:
-            epoch = self.records[-1].epoch if self.records else None
-            found += mode_switch_inconsistency(*self.mode_change, self.config, epoch=epoch)
-        return found
+        return evaluation_findings(self.records, self.config, self.mode_change)

@@ -11,10 +11,13 @@ How it works (see docs/doctor.md, "How the probes work"):
   its gradients to ``self.optimizer(grads)``, so one probe fits them all.
 * Activation cells (ReLU, Sigmoid, Tanh, GELU...) get a subclass whose
   ``construct`` also reduces its output (under ``ops.stop_gradient``).
-* Probing is a Python-constant switch, so GRAPH mode compiles two graphs: the
-  train cell itself (probes off: the user's exact step, no extra cost), and
-  ``ProbeStep`` — a wrapper holding the same train cell, compiled with probes
-  on. The train cell's ``__call__`` dispatches to the wrapper on probe steps.
+* Probing is a Python-constant switch, so GRAPH mode compiles two graphs of
+  the same train cell: under its own phase (probes off: the user's exact step,
+  no extra cost), and under a second phase name (probes on), chosen by the
+  train cell's ``__call__`` on probe steps. Both are top-level graphs of the
+  same cell: wrapping the train cell in another Cell instead changed the
+  rounding of some reductions (a Transformer's embedding gradients), and with
+  it the user's weights.
 * Results are written with ``ops.assign`` into Parameters that are *not*
   registered on any cell: they never show up in checkpoints or
   ``parameters_and_names()``.
@@ -33,15 +36,13 @@ from mindspore.ops import composite as C
 
 from mindspore_doctor.signals import ActivationStats, StepSignals
 
-# Columns of ProbedOptimizer.grad_sums (one row per optimizer parameter). Every node of a compiled
-# graph costs host memory (measured on CPU: ~0.08 MB per kernel mapped with ``HyperMap``, ~0.5-0.7 MB
-# per kernel unrolled from a Python loop in ``construct``), and so does every flat intermediate the
-# graph's memory pool must hold: two sums per gradient through ``HyperMap`` cost less than flattening
-# the gradients (no copy of them, no segment ids). Everything about the weights is computed on the
-# host, where a Parameter reads as a view (no copy). Non-finite flags: a sum of |x| is non-finite
-# exactly when x holds a NaN/Inf (or, in the float32 graph, when the sum passes 3.4e38).
-GRAD_SQ, GRAD_ABS = range(2)
-_GRAD_COLUMNS = 2
+# ProbedOptimizer.grad_sums holds one number per optimizer parameter: half the sum of g² (one L2Loss
+# kernel each). Every node of a compiled graph costs host memory (measured on CPU: ~0.08 MB per kernel
+# mapped with ``HyperMap``, ~0.5-0.7 MB per kernel unrolled from a Python loop in ``construct``), so
+# one kernel per gradient replaced the earlier Σg² and Σ|g| (five kernels each: -14 MB on a small
+# ResNet); mean |g| became the RMS. Everything about the weights is computed on the host, where a
+# Parameter reads as a view (no copy). Non-finite flags: a sum of squares is non-finite exactly when
+# g holds a NaN/Inf (or, in the float32 graph, when it passes 3.4e38).
 # The update is measured on at most this many evenly strided elements per parameter (exact below it):
 # a host copy of every weight would cost as much memory as the in-graph snapshot it replaces.
 UPDATE_SAMPLE = 1 << 16
@@ -74,6 +75,7 @@ def _buffer(rows: int, cols: int | None = None, dtype: Any = np.float32, value: 
 
 
 _buffer.count = 0
+PROBE_PHASE_SUFFIX = "_msdoctor_probe"
 
 
 def _f32(x: Any) -> Any:
@@ -84,10 +86,12 @@ def _f32(x: Any) -> Any:
 _grad_sums = C.MultitypeFuncGraph("msdoctor_grad_sums")
 
 
+_half_square_sum = ops.L2Loss()
+
+
 @_grad_sums.register("Tensor")
 def _grad_sums_one(grad):
-    g = _f32(grad)
-    return ops.stack([(g * g).sum(), ops.abs(g).sum()])
+    return _half_square_sum(_f32(grad))
 
 
 _map = C.HyperMap()
@@ -100,7 +104,7 @@ class ProbedOptimizer(nn.Cell):
         super().__init__(auto_prefix=False)
         self.optimizer = optimizer
         self.probing = False
-        object.__setattr__(self, "grad_sums", _buffer(len(optimizer.parameters), _GRAD_COLUMNS))
+        object.__setattr__(self, "grad_sums", _buffer(len(optimizer.parameters)))
         object.__setattr__(self, "calls", _buffer(1, dtype=np.int32))
 
     def construct(self, grads):  # noqa: D401 - MindSpore construct
@@ -134,17 +138,6 @@ def _abs_sum_max(values: np.ndarray, scratch: np.ndarray, minus: np.ndarray | No
         total += float(chunk.sum())
         largest = float(np.maximum(largest, chunk.max()))  # NaN propagates, as in the sum
     return total, largest
-
-
-class ProbeStep(nn.Cell):
-    """The same train cell compiled a second time, with the probes switched on."""
-
-    def __init__(self, train_cell: nn.Cell) -> None:
-        super().__init__(auto_prefix=False)
-        self.train_cell = train_cell
-
-    def construct(self, *inputs):
-        return self.train_cell(*inputs)
 
 
 def _probed_activation_class(base: type) -> type:
@@ -202,7 +195,6 @@ class Instrumentation:
         }
         self._swapped: list[tuple[Any, type]] = []
         self._probing = False
-        self._in_probe_step = False
         self._last_calls = 0
         self._weights_before: list[np.ndarray] | None = None
         self._install()
@@ -223,20 +215,19 @@ class Instrumentation:
             cell.__class__ = _probed_activation_class(base)
             cell._msd_probing = False  # pylint: disable=protected-access
             self._swapped.append((cell, base))
-        probe_step = ProbeStep(self.train_cell)
         base = type(self.train_cell)
         instrumentation = self
 
         class DispatchingTrainCell(base):
             def __call__(self, *args, **kwargs):
-                # PyNative re-enters here from ProbeStep.construct: run the real step then.
-                if instrumentation._probing and not instrumentation._in_probe_step:
-                    instrumentation._in_probe_step = True
-                    try:
-                        return probe_step(*args, **kwargs)
-                    finally:
-                        instrumentation._in_probe_step = False
-                return base.__call__(self, *args, **kwargs)
+                if not instrumentation._probing:
+                    return base.__call__(self, *args, **kwargs)
+                plain_phase = self.phase  # GRAPH mode caches one compiled graph per phase
+                self.phase = f"{plain_phase}{PROBE_PHASE_SUFFIX}"
+                try:
+                    return base.__call__(self, *args, **kwargs)
+                finally:
+                    self.phase = plain_phase
 
         DispatchingTrainCell.__name__ = base.__name__
         DispatchingTrainCell.__qualname__ = base.__qualname__
@@ -280,10 +271,11 @@ class Instrumentation:
             size = max(1, weight.size)
             weight_abs, _ = _abs_sum_max(weight.asnumpy().reshape(-1), scratch)
             update_abs, update_max_abs = _abs_sum_max(_update_sample(weight), scratch, minus=before[i])
-            grad_mean_abs, weight_mean_abs = grad_sums[i, GRAD_ABS] / size, weight_abs / size
-            out.grad_norm[name] = float(np.sqrt(grad_sums[i, GRAD_SQ]))
-            out.grad_mean_abs[name] = float(grad_mean_abs)
-            out.grad_nonfinite[name] = int(not np.isfinite(grad_mean_abs))
+            square_sum = 2.0 * grad_sums[i]
+            grad_rms, weight_mean_abs = np.sqrt(square_sum / size), weight_abs / size
+            out.grad_norm[name] = float(np.sqrt(square_sum))
+            out.grad_rms[name] = float(grad_rms)
+            out.grad_nonfinite[name] = int(not np.isfinite(grad_rms))
             out.weight_nonfinite[name] = int(not np.isfinite(weight_abs))
             out.update_abs[name] = update_max_abs
             out.weight_mean_abs[name] = weight_mean_abs

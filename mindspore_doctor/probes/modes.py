@@ -1,4 +1,4 @@
-"""Run a forward pass in another train/eval mode and put every cell back exactly as it was.
+"""Switch a network between train and eval mode and put every cell back exactly as it was.
 
 ``set_train`` flattens a network with mixed train/eval sub-cells, and in GRAPH_MODE a
 cell's ``training`` flag, ``phase`` and graph flags key its compiled graph: all three are
@@ -37,6 +37,49 @@ class ModeSnapshot:
         self.restore()
 
 
+class CellStateSnapshot:
+    """Every attribute of every cell, restored when the ``with`` block ends.
+
+    A construct run eagerly may set attributes on its cells (``nn.MultiheadAttention`` records
+    ``q_is_k``, cells flag themselves initialised); a later GRAPH compile reads them and picks
+    another kernel path, which changed a Transformer's weights by one ulp. Shallow: no tensor is copied.
+    """
+
+    def __init__(self, network: Any) -> None:
+        self._cells = [(cell, dict(cell.__dict__), dict(cell.__dict__.get("_func_graph_flags") or {}))
+                       for _, cell in network.cells_and_names()]
+
+    def __enter__(self) -> "CellStateSnapshot":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for cell, state, flags in self._cells:
+            cell.__dict__.clear()
+            cell.__dict__.update(state)
+            if "_func_graph_flags" in state:
+                cell._func_graph_flags = flags
+
+
+class BufferSnapshot:
+    """The values of a network's untrainable parameters (BatchNorm moving statistics), put back bit for bit
+    when the ``with`` block ends: a train-mode pass updates them, and so does an eval-mode one when a
+    BatchNorm has ``use_batch_statistics=True``."""
+
+    def __init__(self, network: Any) -> None:
+        self._saved = [(p, p.asnumpy().copy()) for p in network.untrainable_params()]
+
+    def __enter__(self) -> "BufferSnapshot":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import numpy as np
+        from mindspore import Tensor
+
+        for param, value in self._saved:
+            if not np.array_equal(param.asnumpy(), value, equal_nan=True):
+                param.set_data(Tensor(value))
+
+
 def forward_in_eval_mode(network: Any, *inputs: Any) -> Any:
     """One forward pass in eval mode (no BatchNorm statistics update, no dropout), no state left behind.
 
@@ -46,7 +89,7 @@ def forward_in_eval_mode(network: Any, *inputs: Any) -> Any:
     import mindspore as ms
 
     mode = ms.get_context("mode")
-    with ModeSnapshot(network):
+    with CellStateSnapshot(network), BufferSnapshot(network):
         network.set_train(False)
         try:
             ms.set_context(mode=ms.PYNATIVE_MODE)

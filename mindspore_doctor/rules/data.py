@@ -37,10 +37,15 @@ def _datasets(s: DataSignals) -> list[DatasetSignals]:
 
 
 def _class_ids(label: LabelStats | None) -> np.ndarray | None:
-    """Finite class ids of a class or one-hot label, else None."""
+    """Finite, non-negative class ids of a class or one-hot label, else None.
+
+    A negative id is never a class: it is an "unlabelled"/ignore marker or a bug, which MSD306 reports;
+    counting it as a class would also report it as a rare or dominant class (MSD302/MSD307).
+    """
     if label is None or label.kind not in ("class", "onehot"):
         return None
-    return label.values[np.isfinite(label.values)].astype(np.int64)
+    ids = label.values[np.isfinite(label.values)].astype(np.int64)
+    return ids[ids >= 0]
 
 
 def nonfinite_input(s: DataSignals, config: DoctorConfig) -> list[Finding]:
@@ -172,14 +177,21 @@ def input_outliers(s: DataSignals, config: DoctorConfig) -> list[Finding]:
         worst = int(outliers[np.argmax(worst_per_sample[outliers])])
         feature = int(np.argmax(z[worst]))
         what = "mean of " if f.kind == "image" else ""
+        # Heavy tails scatter; a value repeated exactly far from the bulk is a sentinel ("missing" = -9999,
+        # a saturated sensor, blank images): a broken input, so a warning rather than a note.
+        values, counts = np.unique(f.per_sample[outliers, feature], return_counts=True)
+        sentinel = float(values[counts.argmax()]) if counts.max() >= max(2, outliers.size // 2) else None
         found.append(make_finding(
             "MSD303",
             f"{outliers.size} of {z.shape[0]} sampled inputs of `{f.column}` lie more than {_g(config.outlier_z)} "
             f"robust z-scores from the median; worst: sample #{worst}, {what}{f.feature_label(feature)} = "
-            f"{_g(f.per_sample[worst, feature])} (z = {_g(z[worst, feature])}, median {_g(np.nanmedian(f.per_sample[:, feature]))}).",
+            f"{_g(f.per_sample[worst, feature])} (z = {_g(z[worst, feature])}, median {_g(np.nanmedian(f.per_sample[:, feature]))})."
+            + (f" {int(counts.max())} of them are exactly {_g(sentinel)}: a sentinel value (missing data?)."
+               if sentinel is not None else ""),
+            severity="warning" if sentinel is not None else None,
             location=_where(s.train, f.column),
             evidence={"outliers": int(outliers.size), "samples": int(z.shape[0]), "worst_sample": worst,
-                      "worst_feature": feature, "worst_z": float(z[worst, feature])},
+                      "worst_feature": feature, "worst_z": float(z[worst, feature]), "sentinel": sentinel},
             suggestion="Look at these samples: corrupt files, unit errors or sentinel values (e.g. -999) should be "
             "fixed or dropped; genuine heavy tails call for clipping or a log transform.",
         ))
@@ -253,10 +265,14 @@ def label_out_of_range(s: DataSignals, config: DoctorConfig) -> list[Finding]:
             continue
         range_text = f"[0, {upper - 1}]" if upper is not None else "non-negative"
         outputs_text = f" for a network with {num_outputs} output(s)" if num_outputs is not None else ""
+        marker = float(bad[0]) if bad[0] < 0 and np.all(bad == bad[0]) else None
+        masked = marker is not None and (marker == s.network.ignore_index or s.network.custom_loss)
         found.append(make_finding(
             "MSD306",
             f"{ds.name} label `{label.column}` has {bad.size} sampled values outside {range_text}{outputs_text}: "
-            f"min {_g(ids.min())}, max {_g(ids.max())}.",
+            f"min {_g(ids.min())}, max {_g(ids.max())}."
+            + (f" All of them are {_g(marker)}: fine if it marks unlabelled samples your loss skips." if masked else ""),
+            severity="info" if masked else None,
             location=_where(ds, label.column),
             evidence={"out_of_range": int(bad.size), "min": float(ids.min()), "max": float(ids.max()),
                       "num_outputs": num_outputs},
@@ -268,9 +284,9 @@ def label_out_of_range(s: DataSignals, config: DoctorConfig) -> list[Finding]:
 
 def too_few_samples(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     """MSD307: trainable parameters far above the sample count, or classes with too few samples."""
-    total = s.train.total_samples
-    if total is None:
+    if s.train.total_samples is None:
         raise CheckSkipped("the training set's size is unknown (a generator without __len__ that was not read to the end)")
+    total = s.train.total_samples * s.train.shards  # the model sees every shard, one per rank
     found = []
     params = s.network.trainable_params
     where = _where(s.train, s.train.label.column if s.train.label else "")
@@ -372,12 +388,19 @@ def constant_feature(s: DataSignals, config: DoctorConfig) -> list[Finding]:
         names = ", ".join(str(i) for i in constant[:10]) + (", ..." if constant.size > 10 else "")
         plural = constant.size > 1
         label = f"`{f.column}`" if f.layout == "" else f"`{f.column}` {f.feature_name}{'s' if plural else ''} {names}"
+        value = float(f.min[constant[0]])
+        whole = s.train.total_samples is not None and s.train.samples >= s.train.total_samples
+        # A sparse/one-hot column can be all zeros in a partial sample; a constant channel, a non-zero
+        # constant or a constant over the whole training set is a broken pipeline.
+        certain = f.layout in ("CHW", "HWC") or value != 0.0 or whole
         found.append(make_finding(
             "MSD310",
-            f"{label} {'are' if plural else 'is'} constant over {s.train.samples} sampled samples "
-            f"(value {_g(f.min[constant[0]])}); {constant.size} of {f.num_features} {f.feature_name}s carry no information.",
+            f"{label} {'are' if plural else 'is'} constant over {'all ' if whole else ''}{s.train.samples} "
+            f"{'training' if whole else 'sampled'} samples (value {_g(value)}); {constant.size} of {f.num_features} "
+            f"{f.feature_name}s carry no information.",
+            severity="warning" if certain else "info",
             location=_where(s.train, f.column),
-            evidence={"features": constant[:50].tolist(), "value": float(f.min[constant[0]]), "samples": s.train.samples},
+            evidence={"features": constant[:50].tolist(), "value": value, "samples": s.train.samples},
             suggestion="Drop constant features (or check the pipeline that produced them: a failed join, a "
             "channel zeroed by a transform); standardising them divides by a zero std.",
         ))

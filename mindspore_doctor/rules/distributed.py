@@ -110,8 +110,9 @@ def rank_divergence(
     )]
 
 
-def rank_data_duplication(digests: Mapping[int, Sequence[str] | None], config: DoctorConfig) -> list[Finding]:
-    """MSD503: pairs of ranks whose first sampled batches share most of their samples."""
+def rank_data_duplication(digests: Mapping[int, Sequence[str] | None], step: int | None,
+                          config: DoctorConfig) -> list[Finding]:
+    """MSD503: pairs of ranks whose first sampled batches share most of their samples (judged at ``step``)."""
     sets = {r: set(d) for r, d in sorted(digests.items()) if d}
     if len(sets) < 2:
         return []
@@ -138,6 +139,7 @@ def rank_data_duplication(digests: Mapping[int, Sequence[str] | None], config: D
         evidence={"shared_fraction": worst, "samples_compared": samples, "batches": config.rank_batch_steps},
         suggestion="Shard the dataset: pass `num_shards=get_group_size(), shard_id=get_rank()` to the "
                    "dataset (or a `DistributedSampler`).",
+        step=step,
     )]
 
 

@@ -180,14 +180,22 @@ def mode_switch_inconsistency(relative_change: float | None, cells: Sequence[str
     )]
 
 
-def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Finding]:
-    """MSD401 over all records, MSD402/MSD404 on the last one: what the Doctor reports at the end of training."""
-    if not records:
-        return []
-    last = records[-1]
+def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig,
+                        mode_change: tuple[float, Sequence[str]] | None = None) -> list[Finding]:
+    """MSD401 over all records, MSD402/MSD404 on the last one, MSD405 on ``mode_change`` (relative change,
+    mode-dependent cells): what the Doctor reports at the end of training.
+
+    The train metric is measured in eval mode; when the two modes disagree (MSD405) a poor train metric
+    is that disagreement again, not underfitting, so MSD402 is left out.
+    """
+    last = records[-1] if records else None
+    switch = mode_switch_inconsistency(*mode_change, config, epoch=last and last.epoch) if mode_change else []
+    if last is None:
+        return switch
     return [
         *overfitting(records, config),
-        *underfitting(last.train_metric, last.train_baseline, config, epoch=last.epoch),
+        *([] if switch else underfitting(last.train_metric, last.train_baseline, config, epoch=last.epoch)),
         *worse_than_baseline(last.eval_metric, last.baseline, config, data="eval", epoch=last.epoch,
                              samples=last.eval_samples),
+        *switch,
     ]

@@ -289,15 +289,22 @@ def _recommended_stds(p: ParamSignal) -> dict[str, float]:
 
 
 def poor_initialization(params: list[ParamSignal], config: DoctorConfig) -> list[Finding]:
-    """MSD109: init std more than ``init_std_factor`` away from every fitting recommendation."""
+    """MSD109: init std more than ``init_std_factor`` away from every fitting recommendation.
+
+    A small init of the output layer (the last weight defined) is a deliberate pattern (residual
+    forecasters, zero-ish heads): nothing follows it for the signal to vanish through, so only a too
+    large init is reported there.
+    """
     factor = config.init_std_factor
     found = []
-    for p in params:
-        if p.role != WEIGHT or not p.fan_in or not p.fan_out or not p.std or p.all_equal:
+    weights = [p for p in params if p.role == WEIGHT]
+    output_layer = weights[-1].name if weights else None
+    for p in weights:
+        if not p.fan_in or not p.fan_out or not p.std or p.all_equal:
             continue
         recommended = _recommended_stds(p)
         low, high = min(recommended.values()), max(recommended.values())
-        if low / factor <= p.std <= high * factor:
+        if (low / factor <= p.std or p.name == output_layer) and p.std <= high * factor:
             continue
         scheme, target = min(recommended.items(), key=lambda kv: abs(math.log(p.std / kv[1])))
         ratio = p.std / target

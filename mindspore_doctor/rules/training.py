@@ -34,8 +34,26 @@ def _finite(x: float | None) -> bool:
 
 
 def _recent_probes(history: TrainingHistory, count: int) -> list[StepSignals]:
-    probed = [s for s in history.steps[-(count * 64 + 64):] if s.grad_norm or s.activations]
+    """The last ``count`` probed steps that ran on finite weights.
+
+    Once NaN/Inf reached the weights (MSD206), every later statistic is an after-effect: ReLUs output 0,
+    gradients read 0; judging them would bury the cause under "dead" and "vanishing" findings. The probe
+    whose update made the weights non-finite still counts: its forward and backward ran before the update.
+    """
+    broken = next((s.step for s in history.steps if any(s.weight_nonfinite.values())), None)
+    probed = [s for s in history.steps[-(count * 64 + 64):]
+              if (s.grad_norm or s.activations) and (broken is None or s.step <= broken)]
     return probed[-count:]
+
+
+def _converged(history: TrainingHistory, step: int, config: DoctorConfig) -> bool:
+    """The loss around ``step`` is below ``converged_loss_fraction`` of where it started: small gradients
+    and updates are then what learning looks like, not a problem."""
+    losses = [v for s, v in _finite_losses(history) if s <= step]
+    if len(losses) < 2:
+        return False
+    start, now = statistics.median(losses[:5]), statistics.median(losses[-5:])
+    return start > 0 and now < config.converged_loss_fraction * start
 
 
 # --- loss --------------------------------------------------------------------------------
@@ -71,23 +89,39 @@ def _fitted_rise(window: list[float]) -> float:
     return slope * (n - 1) / start if start > 0 and slope > 0 else 0.0
 
 
+def _rolling_median(values: list[float], width: int) -> list[float]:
+    return [statistics.median(values[max(0, i - width + 1) : i + 1]) for i in range(len(values))]
+
+
 def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
-    """Loss >= diverge_factor x its running minimum for a window, or a steady rise above that minimum."""
-    losses = _finite_losses(history)
+    """Loss >= diverge_factor x its running minimum for a window, or a steady rise above that minimum.
+
+    Judged on a rolling median (``diverge_smoothing`` steps): one lucky run of small batches must not become the
+    "best loss" that every ordinary batch after it is measured against. The rise must also be at least
+    ``diverge_min_rise`` of the initial loss, so jitter of a loss already near zero is not divergence.
+    """
+    raw = _finite_losses(history)
     w = config.loss_window
+    if len(raw) <= w:
+        return []
+    steps = [step for step, _ in raw]
+    smooth = _rolling_median([v for _, v in raw], config.diverge_smoothing)
+    min_rise = config.diverge_min_rise * abs(smooth[0])
     suggestion = "Lower the learning rate (try 10x smaller), add a warm-up, or clip gradients."
-    running_min = math.inf  # minimum of the losses before the current window
-    for end in range(w, len(losses)):
-        running_min = min(running_min, losses[end - w][1])
-        window = [v for _, v in losses[end - w + 1 : end + 1]]
+    running_min = math.inf  # minimum of the smoothed losses before the current window
+    for end in range(w, len(smooth)):
+        running_min = min(running_min, smooth[end - w])
+        window = smooth[end - w + 1 : end + 1]
         window_min = min(window)
-        step, loss = losses[end]
+        step, loss = steps[end], smooth[end]
+        if loss - running_min < min_rise:
+            continue
         evidence = {"running_min": running_min, "window_min": window_min, "loss": loss, "window": w}
         if running_min > 0 and window_min >= config.diverge_factor * running_min:
             return [
                 make_finding(
                     "MSD202",
-                    f"The loss stayed at or above {config.diverge_factor:g}x its running minimum "
+                    f"The loss (rolling median) stayed at or above {config.diverge_factor:g}x its running minimum "
                     f"({running_min:.4g}) for {w} steps, up to {loss:.4g} at step {step}: training is diverging.",
                     step=step,
                     evidence=evidence,
@@ -127,8 +161,9 @@ def loss_not_decreasing(history: TrainingHistory, config: DoctorConfig) -> list[
     return [
         make_finding(
             "MSD203",
-            f"The mean loss over the last {w} steps ({last:.4g}) is only {improvement:.1%} below the first {w} "
-            f"steps ({first:.4g}); expected at least {config.min_improvement:.0%}.",
+            f"The mean loss over the last {w} steps ({last:.4g}) is "
+            + (f"only {improvement:.1%} below" if improvement >= 0 else f"{last / first:.3g}x" if first > 0 else "above")
+            + f" the first {w} steps ({first:.4g}); expected at least {config.min_improvement:.0%} lower.",
             step=step,
             evidence={"first_window_mean": first, "last_window_mean": last, "improvement": improvement, "window": w},
             suggestion="Check that the optimizer holds the network's parameters and that the learning rate is not "
@@ -247,23 +282,25 @@ def nonfinite_tensor(history: TrainingHistory, config: DoctorConfig) -> list[Fin
 
 def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     probes = _recent_probes(history, config.persistent_probes)
-    if len(probes) < config.persistent_probes or not probes[-1].grad_mean_abs:
+    if len(probes) < config.persistent_probes or not probes[-1].grad_rms:
         return []
     found = []
     last = probes[-1]
+    if _converged(history, last.step, config):
+        return []
     for name in history.parameter_order:
         if not _is_weight(history, name):
             continue
-        values = [p.grad_mean_abs.get(name) for p in probes]
+        values = [p.grad_rms.get(name) for p in probes]
         if all(_finite(v) and v < config.vanishing_grad_mean for v in values):
             found.append(
                 make_finding(
                     "MSD207",
-                    f"Gradients of `{name}` vanish: mean |g| = {values[-1]:.3g} < {config.vanishing_grad_mean:g} "
+                    f"Gradients of `{name}` vanish: RMS |g| = {values[-1]:.3g} < {config.vanishing_grad_mean:g} "
                     f"on the last {len(probes)} probed steps.",
                     location=_param_location(name),
                     step=last.step,
-                    evidence={"grad_mean_abs": values[-1], "threshold": config.vanishing_grad_mean},
+                    evidence={"grad_rms": values[-1], "threshold": config.vanishing_grad_mean},
                     suggestion="Use ReLU-family activations or residual connections, He/Glorot init, "
                     "normalisation layers; check nothing cuts the gradient (stop_gradient, integer casts).",
                 )
@@ -314,12 +351,32 @@ def exploding_gradient(history: TrainingHistory, config: DoctorConfig) -> list[F
     return []
 
 
+def _cancelled_bias(probes: list[StepSignals], name: str) -> bool:
+    """A bias whose gradient is rounding noise (< 1e-5 of its cell's weight gradient) while the weight learns.
+
+    That is a Dense/Conv bias feeding a normalisation with batch statistics (BatchNorm subtracts the
+    mean, so the bias cancels): redundant, not frozen. A frozen layer gets no gradient anywhere.
+    """
+    cell, _, leaf = name.rpartition(".")
+    if leaf != "bias":
+        return False
+    siblings = [n for n in probes[-1].grad_rms if n != name and n.rpartition(".")[0] == cell]
+
+    def cancelled(p: StepSignals) -> bool:
+        own, weight = p.grad_rms.get(name), max((p.grad_rms.get(n, 0.0) for n in siblings), default=0.0)
+        return _finite(own) and _finite(weight) and weight > 0 and own < 1e-5 * weight
+
+    return bool(siblings) and all(cancelled(p) for p in probes)
+
+
 def weights_not_updating(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     probes = [p for p in _recent_probes(history, config.persistent_probes) if p.update_abs]
     if len(probes) < config.persistent_probes:
         return []
     found = []
     for name in history.parameter_order:
+        if _cancelled_bias(probes, name):
+            continue
         rows = [(p.update_abs.get(name), p.weight_mean_abs.get(name, 0.0)) for p in probes]
         if all(d is not None and d <= config.frozen_update_atol + config.frozen_update_rtol * w for d, w in rows):
             found.append(
@@ -337,30 +394,59 @@ def weights_not_updating(history: TrainingHistory, config: DoctorConfig) -> list
     return found
 
 
+def _blown_up(history: TrainingHistory, name: str, config: DoctorConfig) -> bool:
+    """Some probe saw an update of ``name`` above ``update_ratio_max``: small updates since are its after-effect
+    (dead or saturated units), and "raise the learning rate" would be the wrong advice."""
+    return any(_finite(s.update_ratio.get(name)) and s.update_ratio[name] > config.update_ratio_max
+               for s in history.steps if s.update_ratio)
+
+
+def _network_update_ratio(history: TrainingHistory, probe: StepSignals) -> float:
+    """Median update ratio over the weights (rank >= 2) of one probed step; 0 when none was measured."""
+    ratios = [v for n, v in probe.update_ratio.items() if _is_weight(history, n) and _finite(v)]
+    return statistics.median(ratios) if ratios else 0.0
+
+
 def _update_ratio_rule(code: str, too_small: bool) -> TrainingRule:
     def rule(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
-        # The first step of a momentum/Adam optimizer is not representative: skip it, want 3 probes.
-        probes = [p for p in _recent_probes(history, max(3, config.persistent_probes)) if p.update_ratio and p.step > 1]
-        if len(probes) < max(3, config.persistent_probes):
+        # The first step of a momentum/Adam optimizer is not representative: the median skips it, wants 3 probes.
+        recent = _recent_probes(history, max(3, config.persistent_probes))
+        probes = [p for p in recent if p.update_ratio and p.step > 1]
+        enough = len(probes) >= max(3, config.persistent_probes)
+        if too_small and (not enough or _converged(history, probes[-1].step, config)):
             return []
+        bursts = [p for p in recent if _network_update_ratio(history, p) > config.update_ratio_burst]
         found = []
         for name in history.parameter_order:
-            values = [p.update_ratio.get(name) for p in probes]
-            if not _is_weight(history, name) or not all(_finite(v) for v in values):
+            if not _is_weight(history, name):
                 continue
-            ratio = statistics.median(values)
-            moved = all(p.update_abs.get(name, 1.0) > config.frozen_update_atol for p in probes)
-            bad = (ratio < config.update_ratio_min and moved) if too_small else ratio > config.update_ratio_max
+            values = [p.update_ratio.get(name) for p in probes]
+            ratio = statistics.median(values) if enough and all(_finite(v) for v in values) else None
+            if too_small:
+                moved = all(p.update_abs.get(name, 1.0) > config.frozen_update_atol for p in probes)
+                bad = ratio is not None and ratio < config.update_ratio_min and moved and not _blown_up(
+                    history, name, config)
+                bound, what = config.update_ratio_min, f"median of {len(values)} probes"
+            else:
+                # One step that moves the network's weights by a sizeable fraction of themselves is already too
+                # large (Adam's first step moves every weight by about lr): judged on any probe, the first
+                # included, when it holds for most weights. One small-init weight (an output head, an
+                # embedding table) moving by its own size under Adam is normal.
+                burst = max((p.update_ratio[name] for p in bursts if _finite(p.update_ratio.get(name))), default=None)
+                if ratio is not None and ratio > config.update_ratio_max:
+                    bad, bound, what = True, config.update_ratio_max, f"median of {len(values)} probes"
+                else:
+                    ratio, bound, what = burst, config.update_ratio_burst, "in a single probed step"
+                    bad = burst is not None and burst > bound
             if not bad:
                 continue
-            bound = config.update_ratio_min if too_small else config.update_ratio_max
             found.append(
                 make_finding(
                     code,
-                    f"Updates of `{name}` are {ratio:.2g} of its magnitude per step (mean|dw|/mean|w|, median of "
-                    f"{len(values)} probes); healthy is about 1e-3, threshold {bound:g}.",
+                    f"Updates of `{name}` are {ratio:.2g} of its magnitude per step (mean|dw|/mean|w|, {what}); "
+                    f"healthy is about 1e-3, threshold {bound:g}.",
                     location=_param_location(name),
-                    step=probes[-1].step,
+                    step=recent[-1].step,
                     evidence={"update_ratio": ratio, "threshold": bound},
                     suggestion=("Raise the learning rate (about 10x) or check weight decay / lr schedule."
                                 if too_small else

@@ -28,6 +28,8 @@ class LintContext:
     optimizer: Any = None
     sample_inputs: tuple | None = None
     config: DoctorConfig = field(default_factory=DoctorConfig)
+    train_network: Any = None
+    """The train cell that will run ``network`` (the Doctor's ``cb.train_network``): loss scaling lives there."""
     memo: dict[str, Any] = field(default_factory=dict)
     """Measurements shared by several checks of one lint (computed once, on first use)."""
 
@@ -60,18 +62,22 @@ def _report(findings: list[Finding], config: DoctorConfig, **meta: Any) -> Repor
     return report
 
 
-def lint(network: Any, loss_fn: Any = None, optimizer: Any = None, sample_inputs: Any = None, **options: Any) -> Report:
+def lint(network: Any, loss_fn: Any = None, optimizer: Any = None, sample_inputs: Any = None,
+         train_network: Any = None, **options: Any) -> Report:
     """Static checks of a network (and its loss and optimizer) without training it.
 
     ``sample_inputs``: a tuple ``(inputs..., label)`` for the one forward pass the
-    shape checks need (no parameter changes). ``options``: fields of ``DoctorConfig``.
+    shape checks need (no parameter changes). ``train_network``: the train cell
+    wrapping ``network`` when it is built elsewhere (``Model`` builds it from
+    ``loss_scale_manager``/``amp_level``), for the loss-scale check (MSD112).
+    ``options``: fields of ``DoctorConfig``.
     """
     config = options.pop("config", None) or DoctorConfig.from_options(options)
     if isinstance(sample_inputs, list):
         sample_inputs = tuple(sample_inputs)
     elif sample_inputs is not None and not isinstance(sample_inputs, tuple):
         sample_inputs = (sample_inputs,)
-    ctx = LintContext(network, loss_fn, optimizer, sample_inputs, config)
+    ctx = LintContext(network, loss_fn, optimizer, sample_inputs, config, train_network)
     checks = [c for m in check_modules() for c in getattr(m, "CHECKS", [])]
     findings = run_checks(checks, ctx, selector(config))
     from mindspore_doctor.static.source import resolve_sources

@@ -212,9 +212,10 @@ def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
 
 
 def _train_cell(ctx: LintContext) -> Any:
+    """The train cell: the one given as ``train_network`` (the Doctor's), else the linted network itself."""
     from mindspore import nn
 
-    return ctx.network if isinstance(ctx.network, nn.TrainOneStepCell) else None
+    return next((c for c in (ctx.train_network, ctx.network) if isinstance(c, nn.TrainOneStepCell)), None)
 
 
 def _optimizer(ctx: LintContext) -> Any:
@@ -331,7 +332,7 @@ def _loss_scale_signal(ctx: LintContext) -> LossScaleSignal | None:
     if train is None and optimizer is None:
         return None
     opt_scale = getattr(optimizer, "loss_scale", None)
-    fp16_cells, low = _precision(ctx.network)
+    fp16_cells, low = _precision(train if train is not None else ctx.network)  # the precision trained
     signal: dict[str, Any] = {}
     if isinstance(train, nn.TrainOneStepWithLossScaleCell):
         manager = type(getattr(train, "loss_scaling_manager", None)).__name__

@@ -1,0 +1,1 @@
+"""Benchmarks that are programs, not timed tests (see scripts/bench_*.py)."""

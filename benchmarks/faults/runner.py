@@ -1,0 +1,146 @@
+"""Run one benchmark program twice in this process: plain (the effect check), then with ``Doctor()``.
+
+    python -m benchmarks.faults.runner NAME --out result.json
+
+Both runs start from the same seeds, so the final weights also tell whether the
+Doctor changed training. Under ``msrun`` every rank runs this; rank 0 writes
+the result. The result is JSON: the answer key, the effect check, both runs'
+step times, and the Doctor's findings.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+PROGRAMS = "benchmarks.faults.programs"
+
+
+def load(name: str) -> Any:
+    return importlib.import_module(f"{PROGRAMS}.{name}")
+
+
+def program_names() -> list[str]:
+    """Every program module, sorted (files starting with ``_`` are helpers)."""
+    folder = Path(__file__).parent / "programs"
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+
+
+def _seed(mode: str) -> None:
+    import mindspore as ms
+    import mindspore.dataset as mds
+    import numpy as np
+
+    ms.set_context(mode=ms.GRAPH_MODE if mode == "graph" else ms.PYNATIVE_MODE)
+    ms.set_seed(0)
+    mds.config.set_seed(0)
+    np.random.seed(0)
+
+
+def _weights(net: Any) -> dict[str, Any]:
+    return {p.name: p.asnumpy().copy() for p in net.get_parameters()}
+
+
+def _same_weights(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    import numpy as np
+
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+
+
+def _doctor_left_weights_alone(module: Any, mode: str, plain: dict[str, Any] | None,
+                               doctored: dict[str, Any]) -> bool | None:
+    """True/False; None when a second plain run differs too (MindSpore's CPU Dropout is not reproducible)."""
+    if plain is None or not module.FAULT.deterministic:
+        return None
+    if _same_weights(plain, doctored):
+        return True
+    _seed(mode)
+    return False if _same_weights(plain, _weights(module.train([]).network)) else None
+
+
+def _timed(module: Any, callbacks: list[Any]) -> tuple[Any, dict[str, Any]]:
+    from benchmarks.faults.kit import StepClock
+
+    clock = StepClock()
+    started = time.perf_counter()
+    outcome = module.train(clock.wrap(callbacks))
+    steps = clock.step_seconds[2:] or clock.step_seconds  # the first steps compile
+    timing = {"steps": len(clock.step_seconds), "wall_s": time.perf_counter() - started,
+              "median_step_s": statistics.median(steps) if steps else None}
+    return outcome, timing
+
+
+def _finding(f: Any, source: str) -> dict[str, Any]:
+    return {"code": f.code, "severity": f.severity.value, "step": f.step, "where": f.where,
+            "message": f.message, "source": source}
+
+
+def run(name: str) -> dict[str, Any]:
+    """Plain run + effect check, then the Doctor run (+ sanity when the program asks for it)."""
+    from mindspore_doctor import Doctor, sanity
+
+    module = load(name)
+    fault = module.FAULT
+    result: dict[str, Any] = {"name": name, "fault": {
+        "description": fault.description, "expect": sorted(fault.expect), "accept": sorted(fault.accept),
+        "arch": fault.arch, "data": fault.data, "category": fault.category, "onset_step": fault.onset_step,
+        "fast": fault.fast, "sanity": fault.sanity, "launcher": fault.launcher, "mode": fault.mode,
+        "options": sorted(fault.options)}}
+
+    _seed(fault.mode)
+    try:
+        outcome, result["plain"] = _timed(module, [])
+        module.effect(outcome)
+        result["effect"] = {"ok": True, "reason": ""}
+        plain_weights = _weights(outcome.network)
+    except Exception as exc:  # noqa: BLE001 - a broken program is a benchmark result, not a crash
+        result["effect"] = {"ok": False, "reason": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        plain_weights = None
+
+    _seed(fault.mode)
+    options = {**fault.options, **(module.doctor_options() if hasattr(module, "doctor_options") else {})}
+    doctor = Doctor(**options)
+    findings: list[dict[str, Any]] = []
+    try:
+        outcome, result["doctor"] = _timed(module, [doctor])
+        result["doctor"]["weights_identical"] = _doctor_left_weights_alone(module, fault.mode, plain_weights,
+                                                                        _weights(outcome.network))
+    except Exception as exc:  # noqa: BLE001 - recorded: the Doctor must never crash training
+        result["doctor"] = {"crashed": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    findings += [_finding(f, "doctor") for f in doctor.report.findings]
+
+    if fault.sanity:
+        started = time.perf_counter()
+        report = sanity(module.build, module.dataset(), progress=False, **fault.options)
+        result["sanity_s"] = time.perf_counter() - started
+        findings += [_finding(f, "sanity") for f in report.findings]
+    result["findings"] = findings
+    return result
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK_ID", os.environ.get("MS_NODE_ID", "0")) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", help="program module name in benchmarks/faults/programs")
+    parser.add_argument("--out", required=True, help="where to write the JSON result")
+    args = parser.parse_args(argv)
+    result = run(args.name)
+    if _rank() == 0:
+        tmp = Path(args.out).with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1, default=str))
+        tmp.replace(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
