@@ -4,7 +4,7 @@ disconnected cells (MSD110), silent broadcasting into the loss (MSD114).
 Data flow comes from the AST of each user cell class's ``construct`` (parsed once
 per class) with ``self.<attr>`` resolved to the real child cells and primitives.
 MindSpore's own cells are trusted. MSD114 runs one forward pass on
-``sample_inputs`` in eval mode, on a copy of the network, for elementwise losses only.
+``sample_inputs`` in eval mode, for elementwise losses only; every cell attribute and buffer is put back.
 """
 from __future__ import annotations
 
