@@ -162,7 +162,7 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
             "missed": sorted(expect - found), "false": false, "steps_to_detect": steps,
             "effect_ok": r["effect"]["ok"], "effect_reason": r["effect"]["reason"],
             "doctor_crashed": doctor.get("crashed"), "weights_identical": doctor.get("weights_identical"),
-            "step_ratio": ratio, "wall_ratio": (doctor.get("wall_s", 0) / plain["wall_s"]) if plain.get("wall_s") else None,
+            "step_ratio": ratio,
             "internal_errors": [f["message"] for f in r.get("findings", []) if f["code"] == "MSD001"],
             "false_messages": {c: alarms[c]["message"] for c in false},
             "options": fault["options"], "process_s": r["process_s"],

@@ -66,12 +66,10 @@ ACTIVATION_KINDS: dict[type, tuple[str, bool, float]] = {
 }
 
 
-def _buffer(rows: int, cols: int | None = None, dtype: Any = np.float32, value: np.ndarray | None = None) -> Parameter:
-    """A free (unregistered) Parameter the graph reads or writes; never part of a checkpoint."""
-    shape = (rows,) if cols is None else (rows, cols)
+def _buffer(size: int, dtype: Any = np.float32) -> Parameter:
+    """A free (unregistered) zero vector Parameter the graph writes; never part of a checkpoint."""
     _buffer.count += 1
-    data = value if value is not None else np.zeros(shape, dtype)
-    return Parameter(Tensor(data), name=f"_msdoctor_probe_{_buffer.count}", requires_grad=False)
+    return Parameter(Tensor(np.zeros(size, dtype)), name=f"_msdoctor_probe_{_buffer.count}", requires_grad=False)
 
 
 _buffer.count = 0
