@@ -1,32 +1,34 @@
-"""In-graph probes: statistics computed inside the compiled training step.
+"""In-graph probes: what only the compiled training step can see, kept for the host.
 
 How it works (see docs/doctor.md, "How the probes work"):
 
+* One graph. The probes are part of the user's train cell, which compiles once,
+  as it would without the Doctor; a second compiled graph of the step (the
+  design before) cost more host memory on its own than the whole budget.
 * The optimizer is replaced, inside the train cell, by ``ProbedOptimizer`` —
-  a thin Cell that calls the real optimizer and, when *probing*, also reduces
-  each gradient to two sums. The weights are read on the host, in place: a
-  strided sample of each is copied before the probe step, so the true update
-  ``w_after - w_before`` is measured after the real optimizer ran. Every train cell
-  (``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``, a user's own) hands
-  its gradients to ``self.optimizer(grads)``, so one probe fits them all.
+  a thin Cell that calls the real optimizer and, on probe steps only, also
+  reduces each gradient to one sum. "Probe step" is a bool ``Parameter`` the
+  host sets, read by an ``if`` the graph compiles as control flow: the
+  reductions cost nothing on the other steps. Every train cell
+  (``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``, a user's own)
+  hands its gradients to ``self.optimizer(grads)``, so one probe fits them all.
+* The weights are read on the host, in place: a strided sample of each is
+  copied before the probe step, so the true update ``w_after - w_before`` is
+  measured after the real optimizer ran, whatever it is.
 * Activation cells (ReLU, Sigmoid, Tanh, GELU...) get a subclass whose
-  ``construct`` also reduces its output (under ``ops.stop_gradient``).
-* Probing is a Python-constant switch, so GRAPH mode compiles two graphs of
-  the same train cell: under its own phase (probes off: the user's exact step,
-  no extra cost), and under a second phase name (probes on), chosen by the
-  train cell's ``__call__`` on probe steps. Both are top-level graphs of the
-  same cell: wrapping the train cell in another Cell instead changed the
-  rounding of some reductions (a Transformer's embedding gradients), and with
-  it the user's weights.
-* Results are written with ``ops.assign`` into Parameters that are *not*
-  registered on any cell: they never show up in checkpoints or
-  ``parameters_and_names()``.
+  ``construct`` also copies a fixed-size strided sample of its output (16
+  samples x 256 units) into a buffer: one slice and one copy per call, on
+  every step in GRAPH mode (an ``if`` in the forward pass would be control
+  flow inside the differentiated graph, measured at 8 MB per cell), only on
+  probe steps in PyNative. The host computes the statistics from the sample.
+* Buffers are Parameters written with ``ops.assign`` and *not* registered on
+  any cell: they never show up in checkpoints or ``parameters_and_names()``.
 
 ``restore()`` puts every class and child back.
 """
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from typing import Any
 
 import mindspore as ms
@@ -48,32 +50,42 @@ from mindspore_doctor.signals import ActivationStats, StepSignals
 UPDATE_SAMPLE = 1 << 16
 _CHUNK = 1 << 18  # float64 scratch, in elements, for the host sums
 
-# Rows of an activation probe's stats (non-finite: mean |a| is). ACT_DEAD_UNITS: fraction of units
-# (output positions of one sample) that are <= 0 on every sample of the batch; -1 when not measured.
-ACT_DEAD, ACT_SATURATED, ACT_MEAN_ABS, ACT_DEAD_UNITS = range(4)
-_ACT_ROWS = 4
-# Per-unit deadness needs a batch large enough that a healthy unit (active half the time) is almost
-# never off on all of it: 2**-8 < 0.4 %.
+# The activation sample: the first SAMPLE_ROWS samples of the batch (axis 0) x SAMPLE_COLS units (output
+# positions of one sample), evenly strided. 16 samples: a healthy unit (active half the time) looks dead
+# on all of them with probability 2**-16. Smaller outputs are padded with SAMPLE_PAD, a value no probed
+# activation outputs (ReLU, ReLU6, Sigmoid >= 0; Tanh >= -1; GELU > -0.2).
+SAMPLE_ROWS, SAMPLE_COLS = 16, 256
+SAMPLE_PAD = -2.0
+# Per-unit deadness needs enough samples that a healthy unit is almost never off on all of them: 2**-8 < 0.4 %.
 MIN_BATCH_FOR_UNITS = 8
+# A Sigmoid/Tanh unit is saturated when its local derivative, computed from the output as MindSpore's
+# SigmoidGrad/TanhGrad compute it, is below this in magnitude: it passes back less than 1e-7 of the
+# gradient. Sigmoid: |x| > ~16.2. Tanh: where the float32 output rounds to +-1, which MindSpore's CPU
+# kernel reaches from |x| ~ 5.1 (TanhGrad is then exactly 0).
+SATURATED_SLOPE = 1e-7
 
-# Activation cell classes we probe: kind, dead-fraction (ReLU-like), input saturation bound (|x| beyond it is flat).
-ACTIVATION_KINDS: dict[type, tuple[str, bool, float]] = {
-    nn.ReLU: ("relu", True, 0.0),
-    nn.ReLU6: ("relu6", True, 0.0),
-    nn.Sigmoid: ("sigmoid", False, 16.2),
-    nn.Tanh: ("tanh", False, 8.8),
-    nn.GELU: ("gelu", False, 0.0),
+# Activation cell classes we probe, and their kind.
+ACTIVATION_KINDS: dict[type, str] = {
+    nn.ReLU: "relu",
+    nn.ReLU6: "relu6",
+    nn.Sigmoid: "sigmoid",
+    nn.Tanh: "tanh",
+    nn.GELU: "gelu",
+}
+_RELU_LIKE = ("relu", "relu6")
+_SLOPE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "sigmoid": lambda y: y * (1.0 - y),
+    "tanh": lambda y: 1.0 - y * y,
 }
 
 
-def _buffer(size: int, dtype: Any = np.float32) -> Parameter:
-    """A free (unregistered) zero vector Parameter the graph writes; never part of a checkpoint."""
-    _buffer.count += 1
-    return Parameter(Tensor(np.zeros(size, dtype)), name=f"_msdoctor_probe_{_buffer.count}", requires_grad=False)
+def _free_parameter(value: np.ndarray) -> Parameter:
+    """A Parameter on no cell, which the graph writes or reads; never part of a checkpoint."""
+    _free_parameter.count += 1
+    return Parameter(Tensor(value), name=f"_msdoctor_probe_{_free_parameter.count}", requires_grad=False)
 
 
-_buffer.count = 0
-PROBE_PHASE_SUFFIX = "_msdoctor_probe"
+_free_parameter.count = 0
 
 
 def _f32(x: Any) -> Any:
@@ -96,22 +108,44 @@ _map = C.HyperMap()
 
 
 class ProbedOptimizer(nn.Cell):
-    """Calls the real optimizer; when probing, also records the sums of g² and |g| of each gradient."""
+    """Calls the real optimizer; on probe steps (``probing`` holds True) also records Σg²/2 of each gradient."""
 
-    def __init__(self, optimizer: nn.Cell) -> None:
+    def __init__(self, optimizer: nn.Cell, probing: Parameter) -> None:
         super().__init__(auto_prefix=False)
         self.optimizer = optimizer
-        self.probing = False
-        object.__setattr__(self, "grad_sums", _buffer(len(optimizer.parameters)))
-        object.__setattr__(self, "calls", _buffer(1, dtype=np.int32))
+        object.__setattr__(self, "probing", probing)
+        object.__setattr__(self, "grad_sums", _free_parameter(np.zeros(len(optimizer.parameters), np.float32)))
+        object.__setattr__(self, "calls", _free_parameter(np.zeros(1, np.int32)))
 
-    def construct(self, grads):  # noqa: D401 - MindSpore construct
-        if not self.probing:
-            return self.optimizer(grads)
-        ops.assign(self.grad_sums, ops.stack(_map(_grad_sums, grads)))
+    def construct(self, grads):
         done = self.optimizer(grads)
-        ops.assign_add(self.calls, ops.ones((1,), ms.int32))
+        # Both branches return values that two unconditional assigns write: with the assigns inside the
+        # branch, MindSpore 2.10 dropped them after AdamWeightDecay (tests/test_probes.py, every optimizer).
+        if self.probing:
+            sums, calls = ops.stack(_map(_grad_sums, grads)), self.calls + 1  # calls: the optimizer ran
+        else:
+            sums, calls = self.grad_sums, self.calls
+        ops.assign(self.grad_sums, sums)
+        ops.assign(self.calls, calls)
         return done
+
+
+def _output_sample(a):
+    """(SAMPLE_ROWS, SAMPLE_COLS) strided sample of an activation output, padded with SAMPLE_PAD.
+
+    Shapes are static in a compiled graph, so the branches below cost nothing at run time:
+    usually one slice kernel.
+    """
+    flat = a.reshape(a.shape[0], -1) if a.ndim >= 2 else a.reshape(1, -1)
+    rows, units = flat.shape
+    stride = units // SAMPLE_COLS if units >= SAMPLE_COLS else 1
+    if stride > 2 and stride % 2 == 0:
+        stride = stride - 1  # odd: an even stride over C*H*W would sample the same few image columns
+    sample = flat[:SAMPLE_ROWS, 0:stride * SAMPLE_COLS:stride]
+    if rows < SAMPLE_ROWS or units < SAMPLE_COLS:
+        sample = ops.pad(sample, (0, SAMPLE_COLS - sample.shape[1], 0, SAMPLE_ROWS - sample.shape[0]),
+                         value=SAMPLE_PAD)
+    return _f32(sample)
 
 
 def _update_sample(weight: Parameter) -> np.ndarray:
@@ -139,39 +173,39 @@ def _abs_sum_max(values: np.ndarray, scratch: np.ndarray, minus: np.ndarray | No
 
 
 def _probed_activation_class(base: type) -> type:
-    kind, relu_like, saturation = ACTIVATION_KINDS[next(k for k in ACTIVATION_KINDS if issubclass(base, k))]
-
     class ProbedActivation(base):
-        _msd_relu_like = relu_like
-        _msd_saturation = saturation
-
-        def construct(self, *args):
-            y = base.construct(self, *args)
-            if self._msd_probing:
-                x = _f32(ops.stop_gradient(args[0]))
-                a = _f32(ops.stop_gradient(y))
-                dead = ops.zeros((), ms.float32)
-                saturated = ops.zeros((), ms.float32)
-                dead_units = Tensor(-1.0, ms.float32)
-                if self._msd_relu_like:
-                    off = a <= 0
-                    dead = _f32(off).mean()
-                    if a.ndim >= 2 and a.shape[0] >= MIN_BATCH_FOR_UNITS:
-                        dead_units = _f32(off.all(axis=0)).mean()  # reduces the batch axis only
-                if self._msd_saturation > 0:
-                    saturated = _f32(ops.abs(x) > self._msd_saturation).mean()
-                stats = ops.stack([dead, saturated, ops.abs(a).mean(), dead_units])
-                ops.assign(self._msd_stats, stats)
+        def construct(self, x):
+            y = base.construct(self, x)
+            if self._msd_sampling:
+                ops.assign(self._msd_sample, _output_sample(ops.stop_gradient(y)))
             return y
 
     ProbedActivation.__name__ = base.__name__
     ProbedActivation.__qualname__ = base.__qualname__
-    ProbedActivation._msd_kind = kind
     return ProbedActivation
 
 
+def activation_stats(kind: str, sample: np.ndarray, order: int) -> ActivationStats | None:
+    """Statistics of one activation's output sample; None when the cell never ran (all padding)."""
+    sample = sample[~np.all(sample == SAMPLE_PAD, axis=1)]
+    values = sample[:, ~np.all(sample == SAMPLE_PAD, axis=0)].astype(np.float64)
+    if values.size == 0:
+        return None
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf are signals here
+        stats = ActivationStats(kind=kind, mean_abs=float(np.abs(values).mean()),
+                                nonfinite=int(not np.isfinite(values).all()), order=order)
+        if kind in _RELU_LIKE:
+            off = values <= 0
+            stats.dead_fraction = float(off.mean())
+            if values.shape[0] >= MIN_BATCH_FOR_UNITS:
+                stats.dead_unit_fraction = float(off.all(axis=0).mean())
+        if kind in _SLOPE:
+            stats.saturated_fraction = float((np.abs(_SLOPE[kind](values)) < SATURATED_SLOPE).mean())
+    return stats
+
+
 def activation_kind(cell: Any) -> str | None:
-    for cls, (kind, _, _) in ACTIVATION_KINDS.items():
+    for cls, kind in ACTIVATION_KINDS.items():
         if isinstance(cell, cls):
             return kind
     return None
@@ -187,10 +221,13 @@ class Instrumentation:
         self.parameter_names = [p.name for p in optimizer.parameters]
         self.parameter_shapes = {p.name: list(p.shape) for p in optimizer.parameters}
         self._optimizer_slot = self._find_optimizer_slot()
-        self.probed_optimizer = ProbedOptimizer(optimizer)
+        self._probe_flag = _free_parameter(np.array(False))
+        self.probed_optimizer = ProbedOptimizer(optimizer, self._probe_flag)
         self.activations: dict[str, nn.Cell] = {
             path: cell for path, cell in network.cells_and_names() if path and activation_kind(cell) is not None
         }
+        # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
+        self._sample_every_step = ms.get_context("mode") == ms.GRAPH_MODE
         self._swapped: list[tuple[Any, type]] = []
         self._probing = False
         self._last_calls = 0
@@ -209,31 +246,15 @@ class Instrumentation:
         owner._cells[name] = self.probed_optimizer  # pylint: disable=protected-access (no parameter renaming)
         for cell in self.activations.values():
             base = type(cell)
-            object.__setattr__(cell, "_msd_stats", _buffer(_ACT_ROWS))
+            object.__setattr__(cell, "_msd_sample",
+                               _free_parameter(np.full((SAMPLE_ROWS, SAMPLE_COLS), SAMPLE_PAD, np.float32)))
+            object.__setattr__(cell, "_msd_kind", activation_kind(cell))
             cell.__class__ = _probed_activation_class(base)
-            cell._msd_probing = False  # pylint: disable=protected-access
+            cell._msd_sampling = self._sample_every_step  # pylint: disable=protected-access
             self._swapped.append((cell, base))
-        base = type(self.train_cell)
-        instrumentation = self
-
-        class DispatchingTrainCell(base):
-            def __call__(self, *args, **kwargs):
-                if not instrumentation._probing:
-                    return base.__call__(self, *args, **kwargs)
-                plain_phase = self.phase  # GRAPH mode caches one compiled graph per phase
-                self.phase = f"{plain_phase}{PROBE_PHASE_SUFFIX}"
-                try:
-                    return base.__call__(self, *args, **kwargs)
-                finally:
-                    self.phase = plain_phase
-
-        DispatchingTrainCell.__name__ = base.__name__
-        DispatchingTrainCell.__qualname__ = base.__qualname__
-        self.train_cell.__class__ = DispatchingTrainCell
-        self._swapped.append((self.train_cell, base))
 
     def set_probing(self, probing: bool) -> None:
-        """Choose the graph the next step runs: probes on, or the plain step.
+        """Make the next step a probe step, or not.
 
         Before a probe step, copies each weight's update sample, so ``read()`` can measure the true update.
         """
@@ -241,9 +262,10 @@ class Instrumentation:
         if probing == self._probing:
             return
         self._probing = probing
-        self.probed_optimizer.probing = probing
-        for cell in self.activations.values():
-            cell._msd_probing = probing  # pylint: disable=protected-access
+        self._probe_flag.set_data(Tensor(probing))
+        if not self._sample_every_step:
+            for cell in self.activations.values():
+                cell._msd_sampling = probing  # pylint: disable=protected-access
 
     def read_into(self, signals: StepSignals) -> None:
         """Fill ``signals`` with the statistics of the last probed step; no parameter statistics when the
@@ -255,12 +277,9 @@ class Instrumentation:
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/Inf are signals here
                 self._read_parameters(before, signals)
         for order, (path, cell) in enumerate(self.activations.items()):
-            row = cell._msd_stats.asnumpy().astype(np.float64)
-            mean_abs = float(row[ACT_MEAN_ABS])
-            signals.activations[path] = ActivationStats(
-                kind=cell._msd_kind, mean_abs=mean_abs, dead_fraction=float(row[ACT_DEAD]),
-                saturated_fraction=float(row[ACT_SATURATED]), dead_unit_fraction=float(row[ACT_DEAD_UNITS]),
-                nonfinite=int(not math.isfinite(mean_abs)), order=order)
+            stats = activation_stats(cell._msd_kind, cell._msd_sample.asnumpy(), order)  # pylint: disable=protected-access
+            if stats is not None:
+                signals.activations[path] = stats
 
     def _read_parameters(self, before: list[np.ndarray], out: StepSignals) -> None:
         grad_sums = self.probed_optimizer.grad_sums.asnumpy().astype(np.float64)
@@ -285,8 +304,8 @@ class Instrumentation:
         self.set_probing(False)
         for cell, base in reversed(self._swapped):
             cell.__class__ = base
-            cell.__dict__.pop("_msd_stats", None)
-            cell.__dict__.pop("_msd_probing", None)
+            for attribute in ("_msd_sample", "_msd_kind", "_msd_sampling"):
+                cell.__dict__.pop(attribute, None)
         self._swapped.clear()
         owner, name = self._optimizer_slot
         owner._cells[name] = self.optimizer  # pylint: disable=protected-access

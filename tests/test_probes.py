@@ -1,0 +1,223 @@
+"""The in-graph probes themselves: one compiled graph, the activation sample, and the statistics taken from it."""
+from __future__ import annotations
+
+import mindspore as ms
+import mindspore.dataset as ds
+import numpy as np
+import pytest
+from mindspore import nn
+from mindspore.train import Model
+
+from mindspore_doctor import Doctor
+from mindspore_doctor.probes.instrument import (
+    SAMPLE_COLS,
+    SAMPLE_PAD,
+    SAMPLE_ROWS,
+    Instrumentation,
+    activation_stats,
+)
+
+# --- statistics from a sample (numpy only) -------------------------------------------------------
+
+
+def _padded(values: np.ndarray) -> np.ndarray:
+    sample = np.full((SAMPLE_ROWS, SAMPLE_COLS), SAMPLE_PAD, np.float32)
+    sample[:values.shape[0], :values.shape[1]] = values
+    return sample
+
+
+def test_a_cell_that_never_ran_has_no_statistics():
+    assert activation_stats("relu", _padded(np.empty((0, 0))), order=0) is None
+
+
+def test_relu_statistics_ignore_the_padding():
+    values = np.zeros((16, 10), np.float32)
+    values[:, :4] = 2.0  # 4 live units, 6 dead on every sample
+    stats = activation_stats("relu", _padded(values), order=3)
+    assert stats.dead_fraction == 0.6 and stats.dead_unit_fraction == 0.6
+    assert stats.mean_abs == pytest.approx(0.8) and stats.order == 3 and not stats.nonfinite
+
+
+def test_dead_units_need_eight_samples():
+    values = np.zeros((7, 10), np.float32)
+    stats = activation_stats("relu", _padded(values), order=0)
+    assert stats.dead_fraction == 1.0 and stats.dead_unit_fraction == -1.0
+
+
+@pytest.mark.parametrize("kind, output, saturated", [
+    ("sigmoid", 1.0, True), ("sigmoid", 1e-8, True), ("sigmoid", 0.5, False), ("sigmoid", 0.9999, False),
+    ("tanh", 1.0, True), ("tanh", -1.0, True), ("tanh", 0.99, False), ("tanh", 0.99999994, False),
+    ("tanh", 1.0000001, False),  # MindSpore's CPU tanh overshoots 1 near |x| = 5; TanhGrad gives -2e-7, not 0
+])
+def test_saturation_is_the_local_derivative_of_the_float32_output(kind, output, saturated):
+    stats = activation_stats(kind, _padded(np.full((16, 8), output, np.float32)), order=0)
+    assert stats.saturated_fraction == (1.0 if saturated else 0.0)
+    assert stats.dead_fraction == 0.0 and stats.dead_unit_fraction == -1.0  # not ReLU-like
+
+
+def test_a_nonfinite_output_is_flagged():
+    values = np.ones((16, 8), np.float32)
+    values[3, 5] = np.nan
+    assert activation_stats("gelu", _padded(values), order=0).nonfinite == 1
+
+
+# --- the sample the compiled step takes -----------------------------------------------------------
+
+
+class ConvReluDense(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 64, 3, pad_mode="same")
+        self.relu = nn.ReLU()
+        self.flatten = nn.Flatten()
+        self.fc = nn.Dense(64 * 16 * 16, 10)
+        self.head_act = nn.Tanh()
+        self.out = nn.Dense(10, 2)
+
+    def construct(self, x):
+        return self.out(self.head_act(self.fc(self.flatten(self.relu(self.conv(x))))))
+
+
+def _train_cell(net):
+    loss = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
+    cell = nn.TrainOneStepCell(loss, nn.Momentum(net.trainable_params(), 0.01, 0.9))
+    cell.set_train()
+    return cell
+
+
+def test_the_compiled_step_samples_each_activation(exec_mode):
+    net = ConvReluDense()
+    cell = _train_cell(net)
+    instrumentation = Instrumentation(cell, net, cell.optimizer)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((20, 3, 16, 16)).astype(np.float32)
+    label = rng.integers(0, 2, 20).astype(np.int32)
+    conv_out = net.conv(ms.Tensor(x)).asnumpy()  # before the step: the forward pass sees these weights
+
+    instrumentation.set_probing(True)
+    cell(ms.Tensor(x), ms.Tensor(label))
+    relu_sample = net.relu._msd_sample.asnumpy()  # pylint: disable=protected-access
+    flat = np.maximum(conv_out, 0).reshape(20, -1)  # 16384 units: stride 64 would be odd-adjusted to 63
+    np.testing.assert_allclose(relu_sample, flat[:SAMPLE_ROWS, 0:63 * SAMPLE_COLS:63], rtol=1e-5, atol=1e-6)
+    tanh_sample = net.head_act._msd_sample.asnumpy()  # pylint: disable=protected-access
+    assert np.all(tanh_sample[:, 10:] == SAMPLE_PAD) and np.all(np.abs(tanh_sample[:, :10]) < 1)
+
+    signals_units = activation_stats("relu", relu_sample, 0)
+    assert signals_units.dead_fraction == pytest.approx(float((relu_sample <= 0).mean()))
+    instrumentation.restore()
+    assert type(net.relu) is nn.ReLU and not hasattr(net.relu, "_msd_sample")
+
+
+def test_pynative_samples_only_on_probe_steps():
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    net = ConvReluDense()
+    cell = _train_cell(net)
+    instrumentation = Instrumentation(cell, net, cell.optimizer)
+    x, label = ms.Tensor(np.ones((4, 3, 16, 16), np.float32)), ms.Tensor(np.zeros(4, np.int32))
+    instrumentation.set_probing(False)
+    cell(x, label)
+    assert np.all(net.relu._msd_sample.asnumpy() == SAMPLE_PAD)  # pylint: disable=protected-access
+    instrumentation.set_probing(True)
+    cell(x, label)
+    assert not np.all(net.relu._msd_sample.asnumpy() == SAMPLE_PAD)  # pylint: disable=protected-access
+    assert instrumentation.probed_optimizer.calls.asnumpy()[0] == 1
+    instrumentation.restore()
+
+
+def test_the_doctor_adds_no_second_compiled_graph():
+    """Probe steps run the same compiled step as the others: a second graph cost more memory than the budget."""
+    def compiled_graphs(doctor):
+        ms.set_seed(0)
+        net = ConvReluDense()
+        rng = np.random.default_rng(0)
+        data = ds.NumpySlicesDataset({"x": rng.standard_normal((64, 3, 16, 16)).astype(np.float32),
+                                      "label": rng.integers(0, 2, 64).astype(np.int32)}, shuffle=False).batch(16)
+        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                      nn.Momentum(net.trainable_params(), 0.01, 0.9))
+        model.train(2, data, callbacks=[doctor] if doctor else [], dataset_sink_mode=False)
+        return len(model.train_network.compile_cache)
+
+    doctor = Doctor(probe_every=2, ignore=("MSD3",))
+    assert compiled_graphs(doctor) == compiled_graphs(None) == 1
+    assert len(doctor.history.probed()) == 5  # steps 1, 2, 4, 6, 8
+
+
+# --- every optimizer MindSpore runs on CPU: same weights, gradients probed on every probe step ------------
+
+_SCHEDULE = nn.PolynomialDecayLR(1e-3, 1e-5, 10, 1.0)
+OPTIMIZERS = {
+    "SGD": lambda p: nn.SGD(p, 0.05),
+    "Momentum": lambda p: nn.Momentum(p, 0.05, 0.9),
+    "Momentum+schedule": lambda p: nn.Momentum(p, nn.ExponentialDecayLR(0.05, 0.9, 4), 0.9),
+    "Adam": lambda p: nn.Adam(p, 1e-3),
+    "Adam+weight_decay": lambda p: nn.Adam(p, 1e-3, weight_decay=0.01),
+    "AdamWeightDecay": lambda p: nn.AdamWeightDecay(p, 1e-3, weight_decay=0.01),
+    "AdamWeightDecay+schedule": lambda p: nn.AdamWeightDecay(p, _SCHEDULE, weight_decay=0.01),
+    "AdamWeightDecay+groups": lambda p: nn.AdamWeightDecay(
+        [{"params": [q for q in p if "bias" not in q.name], "weight_decay": 0.01},
+         {"params": [q for q in p if "bias" in q.name], "lr": 1e-2}], 1e-3),
+    "LazyAdam": lambda p: nn.LazyAdam(p),
+    "AdaMax": lambda p: nn.AdaMax(p),
+    "RMSProp": lambda p: nn.RMSProp(p, 1e-3),
+    "Adagrad": lambda p: nn.Adagrad(p, learning_rate=0.05),
+    "ProximalAdagrad": lambda p: nn.ProximalAdagrad(p),
+    "Adadelta": lambda p: nn.Adadelta(p),
+    "FTRL": lambda p: nn.FTRL(p),
+    "ASGD": lambda p: nn.ASGD(p),
+    "Rprop": lambda p: nn.Rprop(p),
+}  # Lamb and LARS have no CPU kernel in MindSpore 2.10
+
+
+class TinyMLP(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Dense(8, 16)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Dense(16, 2)
+
+    def construct(self, x):
+        return self.fc2(self.relu(self.fc1(x)))
+
+
+def _weights_after(make_optimizer, doctor):
+    ms.set_seed(0)
+    net = TinyMLP()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((96, 8)).astype(np.float32)
+    data = ds.NumpySlicesDataset({"x": x, "label": (x[:, 0] > 0).astype(np.int32)}, shuffle=False).batch(16)
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                  make_optimizer(net.trainable_params()))
+    model.train(2, data, callbacks=[doctor] if doctor else [], dataset_sink_mode=False)
+    return [p.asnumpy() for p in net.trainable_params()]
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_every_optimizer_trains_bitwise_the_same_and_is_probed(name):
+    """The switch is control flow around the user's optimizer: a formulation MindSpore compiled wrongly
+    for AdamWeightDecay alone (lost probes, or an optimizer that stopped learning) is caught here."""
+    doctor = Doctor(ignore=("MSD3",), probe_every=2)
+    with_doctor = _weights_after(OPTIMIZERS[name], doctor)
+    without = _weights_after(OPTIMIZERS[name], None)
+    assert all(np.array_equal(a, b) for a, b in zip(with_doctor, without))
+    probed = doctor.history.probed()
+    assert [s.step for s in probed] == [1, 2, 4, 6, 8, 10, 12]
+    assert all(len(s.grad_rms) == 4 and all(v > 0 for v in s.grad_rms.values()) for s in probed)
+
+
+def test_gradient_sums_are_those_of_the_step_that_was_probed():
+    net = TinyMLP()
+    cell = _train_cell(net)
+    loss_net = cell.network
+    instrumentation = Instrumentation(cell, net, cell.optimizer)
+    rng = np.random.default_rng(1)
+    x = ms.Tensor(rng.standard_normal((16, 8)).astype(np.float32))
+    label = ms.Tensor(rng.integers(0, 2, 16).astype(np.int32))
+    for probing in (False, True, False):  # the probed step is the second: its weights, its batch
+        if probing:
+            expected = [0.5 * float((g.asnumpy().astype(np.float64) ** 2).sum())
+                        for g in ms.grad(loss_net, grad_position=None, weights=cell.weights)(x, label)]
+        instrumentation.set_probing(probing)
+        cell(x, label)
+    np.testing.assert_allclose(instrumentation.probed_optimizer.grad_sums.asnumpy(), expected, rtol=1e-5)
+    assert instrumentation.probed_optimizer.calls.asnumpy()[0] == 1
+    instrumentation.restore()
