@@ -38,7 +38,7 @@ class DoctorConfig:
     """Ask training to stop at a finding of this severity or worse ("error"); None: never stop."""
     probe_every: int = 50
     """Run the probed step (gradient/update/activation statistics) every N steps; the loss is read every step.
-    Each probed step switches to a second compiled graph, which costs about one extra step on CPU."""
+    A probed step runs the same compiled graph with its gradient sums switched on, then reads the statistics."""
     loss_window: int = 20
     """MSD202/203/204: number of loss checks in a trend window."""
     diverge_factor: float = 2.0
@@ -49,6 +49,9 @@ class DoctorConfig:
     diverge_min_rise: float = 0.1
     """MSD202: the loss must also rise by at least this fraction of the initial loss (noise near zero is not
     divergence)."""
+    diverge_noise: float = 2.0
+    """MSD202: ... and by at least this many robust standard deviations of the per-step loss around its rolling
+    median (a dropout MLP on batches of 32 swings between 0.07 and 0.46 while it trains well)."""
     diverge_trend: float = 0.5
     """MSD202 rising trend: least-squares rise of the loss over a window, as a fraction of its fitted start."""
     diverge_trend_up: float = 0.6
@@ -142,6 +145,9 @@ class DoctorConfig:
     """Bound on the batches read per evaluation (eval set, and the train sample for MSD402)."""
     overfit_patience: int = 2
     """MSD401: consecutive evaluations with rising eval loss (while train loss falls) that mean overfitting."""
+    overfit_min_rise: float = 0.1
+    """MSD401: rising eval loss must end at least this fraction above its best (a healthy run's eval loss wanders
+    by a few percent once it has converged)."""
     overfit_gap_ratio: float = 2.0
     """MSD401: eval loss at or above this multiple of train loss, once eval loss stopped improving."""
     underfit_margin: float = 0.2

@@ -22,7 +22,7 @@ from mindspore_doctor.findings import Report
 SCRIPT = Path(__file__).parent / "dist_scripts" / "train_dp.py"
 MSRUN = Path(sys.executable).with_name("msrun")
 LAUNCH_TIMEOUT_S = 300
-KILL_TIMEOUT_S = 3  # collective_timeout_s in the kill scenario of train_dp.py
+KILL_TIMEOUT_S = 3  # the Doctor's collective timeout from the kill step on (train_dp.py sets it there)
 pytestmark = [pytest.mark.timeout(2 * LAUNCH_TIMEOUT_S),
               pytest.mark.skipif(not MSRUN.exists(), reason="msrun not installed next to python")]
 

@@ -1,7 +1,10 @@
 """MSD2xx rules as pure functions over hand-built signals: one positive and one near miss each."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -245,3 +248,14 @@ def test_one_small_init_weight_moving_by_its_size_is_not_a_burst():
     everything = {"body.weight": 0.7, "mid.weight": 0.6, "head.weight": 0.9}  # Adam lr=0.1: every layer
     assert {f.location["parameter"] for f in rules.update_ratio_too_large(first_step(everything), CONFIG)} == set(
         everything)
+
+
+def test_diverging_is_quiet_on_a_noisy_healthy_loss_and_still_catches_a_jump_in_it():
+    """Per-step losses of a dropout MLP that trains well swing between 0.07 and 0.46 (tests/data)."""
+    data = json.loads((Path(__file__).parent / "data" / "healthy_dropout_mlp_losses.json").read_text())["losses"]
+    config = DoctorConfig()
+    assert rules.loss_diverging(losses(data), config) == []
+    assert codes(rules.loss_diverging(losses(data), dataclasses.replace(config, diverge_noise=0.0))) == ["MSD202"]
+    jumped = data[:120] + [4 * v for v in data[120:]]  # the learning rate jumps at step 121
+    (f,) = rules.loss_diverging(losses(jumped), config)
+    assert 121 < f.step <= 150

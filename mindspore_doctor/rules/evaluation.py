@@ -70,21 +70,23 @@ def _describe(metric: Metric) -> str:
 
 
 def overfitting(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Finding]:
-    """Eval loss rising for ``overfit_patience`` evaluations while train loss falls, or a large gap once stalled."""
+    """Eval loss rising for ``overfit_patience`` evaluations while train loss falls (ending at least
+    ``overfit_min_rise`` above its best), or a large gap once stalled."""
     rows = [r for r in records if _finite(r.train_loss) and _finite(r.eval_loss)]
     k = config.overfit_patience
     for end in range(k, len(rows)):
         window = rows[end - k : end + 1]
         eval_rising = all(b.eval_loss > a.eval_loss for a, b in zip(window, window[1:]))
         train_falling = all(b.train_loss < a.train_loss for a, b in zip(window, window[1:]))
-        if eval_rising and train_falling:
-            best = min(rows[: end + 1], key=lambda r: r.eval_loss)
-            last = window[-1]
+        best = min(rows[: end + 1], key=lambda r: r.eval_loss)
+        last = window[-1]
+        if eval_rising and train_falling and last.eval_loss >= (1 + config.overfit_min_rise) * best.eval_loss:
             return [_overfit_finding(
                 f"The eval loss rose for {k} evaluations in a row (from {window[0].eval_loss:.4g} to "
                 f"{last.eval_loss:.4g} at epoch {last.epoch}) while the train loss kept falling "
                 f"({window[0].train_loss:.4g} -> {last.train_loss:.4g}): training went past its best point "
-                f"(epoch {best.epoch}, eval loss {best.eval_loss:.4g}).",
+                f"(epoch {best.epoch}, eval loss {best.eval_loss:.4g}; now {last.eval_loss / best.eval_loss - 1:.0%} "
+                "above it).",
                 last, best, "rising")]
     if len(rows) > k:
         best = min(rows, key=lambda r: r.eval_loss)

@@ -98,15 +98,18 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
 
     Judged on a rolling median (``diverge_smoothing`` steps): one lucky run of small batches must not become the
     "best loss" that every ordinary batch after it is measured against. The rise must also be at least
-    ``diverge_min_rise`` of the initial loss, so jitter of a loss already near zero is not divergence.
+    ``diverge_min_rise`` of the initial loss, so jitter of a loss already near zero is not divergence, and
+    ``diverge_noise`` robust standard deviations of the per-step loss, so a noisy loss's swings are not either.
     """
     raw = _finite_losses(history)
     w = config.loss_window
     if len(raw) <= w:
         return []
     steps = [step for step, _ in raw]
-    smooth = _rolling_median([v for _, v in raw], config.diverge_smoothing)
-    min_rise = config.diverge_min_rise * abs(smooth[0])
+    values = [v for _, v in raw]
+    smooth = _rolling_median(values, config.diverge_smoothing)
+    noise = 1.4826 * statistics.median(abs(v - m) for v, m in zip(values, smooth))  # MAD -> standard deviation
+    min_rise = max(config.diverge_min_rise * abs(smooth[0]), config.diverge_noise * noise)
     suggestion = "Lower the learning rate (try 10x smaller), add a warm-up, or clip gradients."
     running_min = math.inf  # minimum of the smoothed losses before the current window
     for end in range(w, len(smooth)):
@@ -116,7 +119,8 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
         step, loss = steps[end], smooth[end]
         if loss - running_min < min_rise:
             continue
-        evidence = {"running_min": running_min, "window_min": window_min, "loss": loss, "window": w}
+        evidence = {"running_min": running_min, "window_min": window_min, "loss": loss, "window": w,
+                    "loss_noise": noise}
         if running_min > 0 and window_min >= config.diverge_factor * running_min:
             return [
                 make_finding(
