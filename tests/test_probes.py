@@ -102,8 +102,7 @@ def test_the_compiled_step_samples_each_activation(exec_mode):
     tanh_sample = net.head_act._msd_sample.asnumpy()  # pylint: disable=protected-access
     assert np.all(tanh_sample[:, 10:] == SAMPLE_PAD) and np.all(np.abs(tanh_sample[:, :10]) < 1)
 
-    signals_units = activation_stats("relu", relu_sample, 0)
-    assert signals_units.dead_fraction == pytest.approx(float((relu_sample <= 0).mean()))
+    assert activation_stats("relu", relu_sample, 0).dead_fraction == pytest.approx(float((relu_sample <= 0).mean()))
     instrumentation.restore()
     assert type(net.relu) is nn.ReLU and not hasattr(net.relu, "_msd_sample")
 
