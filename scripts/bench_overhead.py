@@ -48,23 +48,33 @@ def _dataset(x: Any, y: Any, batch: int) -> Any:
     return ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(batch)
 
 
+def _model(model_name: str) -> Any:
+    """A fresh seeded ``Model`` of the project's reference architecture, as a user builds it."""
+    import mindspore as ms
+    from mindspore import nn
+    from mindspore.train import Model
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from zoo import BasicBlock, LeNet5, ResNet  # the project's reference architectures
+
+    ms.set_seed(0)
+    net = LeNet5() if model_name == "lenet" else ResNet(BasicBlock, [1, 1, 1, 1], cifar_stem=True)
+    return Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                 nn.Momentum(net.trainable_params(), 0.01, 0.9))
+
+
 def _worker(model_name: str, variant: str, reports: bool) -> dict:
     import resource
 
     import mindspore as ms
     import numpy as np
-    from mindspore import nn
-    from mindspore.train import Callback, Model, SummaryCollector
-
-    sys.path.insert(0, str(ROOT / "tests"))
-    from zoo import BasicBlock, LeNet5, ResNet  # the project's reference architectures
+    from mindspore.train import Callback, SummaryCollector
 
     from mindspore_doctor import Doctor
 
     ms.set_context(mode=ms.GRAPH_MODE)
-    ms.set_seed(0)
     spec = MODELS[model_name]
-    net = LeNet5() if model_name == "lenet" else ResNet(BasicBlock, [1, 1, 1, 1], cifar_stem=True)
+    model = _model(model_name)
     data = _dataset(*_arrays(model_name, spec["steps"]), spec["batch"])
 
     class StepClock(Callback):
@@ -81,8 +91,6 @@ def _worker(model_name: str, variant: str, reports: bool) -> dict:
             callbacks.append(Doctor(summary_dir=tmp) if reports else Doctor())
         elif variant == "summary":
             callbacks.append(SummaryCollector(tmp))
-        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                      nn.Momentum(net.trainable_params(), 0.01, 0.9))
         model.train(1, data, callbacks=[*callbacks, clock], dataset_sink_mode=False)
     steps = np.diff(clock.times[WARMUP:])
     return {"median_ms": float(np.median(steps) * 1e3), "mean_ms": float(np.mean(steps) * 1e3),
@@ -99,12 +107,9 @@ def _paired(model_name: str, block: int) -> dict:
     read, the rules on probe steps. Each block ends with a read of its last loss (the device work is done).
     """
     import mindspore as ms
-    from mindspore import Tensor, nn
+    from mindspore import Tensor
     from mindspore.train import Model
     from mindspore.train.callback import RunContext, _InternalCallbackParam
-
-    sys.path.insert(0, str(ROOT / "tests"))
-    from zoo import BasicBlock, LeNet5, ResNet
 
     from mindspore_doctor import Doctor
 
@@ -116,10 +121,7 @@ def _paired(model_name: str, block: int) -> dict:
                for i in range(0, len(x), spec["batch"])]
 
     def build() -> Model:
-        ms.set_seed(0)
-        net = LeNet5() if model_name == "lenet" else ResNet(BasicBlock, [1, 1, 1, 1], cifar_stem=True)
-        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                      nn.Momentum(net.trainable_params(), 0.01, 0.9))
+        model = _model(model_name)
         model._train_network.set_train()  # pylint: disable=protected-access (what Model.train does)
         return model
 
@@ -166,10 +168,15 @@ def _paired(model_name: str, block: int) -> dict:
             "mean_ratio": mean["doctor"] / mean["plain"], "probe_steps": len(doctor.history.probed())}
 
 
-def _run(model_name: str, variant: str, reports: bool) -> dict:
-    command = [sys.executable, __file__, "--worker", model_name, variant] + (["--reports"] if reports else [])
-    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
+def _in_fresh_process(*arguments: str) -> dict:
+    """This script's worker in its own process (its own peak RSS); the JSON line it prints last."""
+    out = subprocess.run([sys.executable, __file__, *arguments], capture_output=True, text=True, check=True,
+                         timeout=900)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _run(model_name: str, variant: str, reports: bool) -> dict:
+    return _in_fresh_process("--worker", model_name, variant, *(["--reports"] if reports else []))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,10 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|")
         for model_name in models:
             for r in range(args.rounds):
-                command = [sys.executable, __file__, "--paired-worker", model_name,
-                           "--paired-block", str(args.paired_block)]
-                out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=900)
-                row = json.loads(out.stdout.strip().splitlines()[-1])
+                row = _in_fresh_process("--paired-worker", model_name, "--paired-block", str(args.paired_block))
                 print(f"| {model_name} | {r + 1} | {row['plain_median_ms']:.2f} | {row['doctor_median_ms']:.2f} "
                       f"| {row['median_ratio']:.3f} | {row['mean_ratio']:.3f} |", flush=True)
     return 0
