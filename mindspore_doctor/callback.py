@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
-from mindspore import nn
+from mindspore import Tensor, nn
 from mindspore.train import Callback
 
 from mindspore_doctor import _io
@@ -26,6 +26,7 @@ from mindspore_doctor.checks import CheckSkipped, internal_error, selector
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.distributed import RankMonitor
 from mindspore_doctor.findings import Finding, Report, Severity
+from mindspore_doctor.lifecycle import Lifecycle
 from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 
@@ -91,6 +92,57 @@ def _scalar(value: Any) -> float:
     return float(np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value, dtype=np.float64).mean())
 
 
+def _learning_rates(optimizer: Any) -> tuple[list[float], list[float | None], list[int]] | None:
+    """Per learning-rate group: (its rate at the step just run, its schedule's peak when known up front), and each
+    optimizer parameter's group (MindSpore holds one rate object per parameter, shared within a group).
+
+    Read on the host, never through ``optimizer.get_lr()``, which advances ``global_step``. A fixed rate is a
+    Parameter; a per-step list is an array (MindSpore's ``_IteratorLearningRate``) indexed by the step the
+    optimizer ran; another schedule cell is called on that step (it only computes; no peak up front). None when a
+    rate cannot be read.
+    """
+    from mindspore.nn.learning_rate_schedule import LearningRateSchedule
+    from mindspore.nn.optim import optimizer as optim_module
+
+    per_step_list = getattr(optim_module, "_IteratorLearningRate", ())
+    counter = getattr(optimizer, "global_step", None)
+    if counter is None:
+        return None
+    step = max(int(np.asarray(counter.asnumpy()).reshape(-1)[0]) - 1, 0)  # get_lr advanced it during the step
+    rates = (list(optimizer.learning_rate) if getattr(optimizer, "is_group_lr", False)
+             else [optimizer.learning_rate] * len(optimizer.parameters))
+    index: dict[int, int] = {}  # id(rate object) -> group
+    now: list[float] = []
+    peaks: list[float | None] = []
+    for rate in rates:
+        if id(rate) in index:
+            continue
+        index[id(rate)] = len(now)
+        table = rate.learning_rate if isinstance(rate, per_step_list) else rate
+        if isinstance(table, Tensor):  # a Parameter: one fixed rate, or one per step
+            values = np.asarray(table.asnumpy(), dtype=np.float64).reshape(-1)
+            now.append(float(values[min(step, values.size - 1)]))
+            peaks.append(float(values.max()))
+        elif isinstance(rate, LearningRateSchedule):
+            now.append(_scalar(rate(Tensor(np.array(step, np.int32)))))
+            peaks.append(None)
+        else:
+            return None
+    return (now, peaks, [index[id(rate)] for rate in rates]) if now else None
+
+
+def _final_probe_step(cb: Any, config: DoctorConfig, needed: int) -> int | None:
+    """The run's last step when its regular probes (step 1 and every ``probe_every``) would be fewer than
+    ``needed``: probing it as well lets a run too short for any multi-probe rule be judged at all (a probe step
+    trains exactly as any other). None when the run is long enough, or its length is not known up front."""
+    first, epochs, batches = (getattr(cb, name, None) for name in ("cur_step_num", "epoch_num", "batch_num"))
+    if not all(isinstance(v, int) for v in (first, epochs, batches)) or epochs < 1 or batches < 1:
+        return None
+    last, every = first + epochs * batches, config.probe_every
+    regular = last // every - first // every + (1 if first < 1 and every > 1 else 0)
+    return last if regular < needed and last % every else None
+
+
 class Doctor(Callback):
     """Diagnoses a training run: static lint at start, in-graph probes and MSD2xx rules while training.
 
@@ -113,13 +165,17 @@ class Doctor(Callback):
         self._stop_rank = Severity.parse(self.config.stop_on).rank if self.config.stop_on else None
         if self.config.probe_every < 1:
             raise ValueError(f"probe_every must be >= 1, got {self.config.probe_every}")
-        self.report = Report(meta={"target": "training", "doctor": {"probe_every": self.config.probe_every}})
+        self.report = Report(meta={"target": "training", "doctor": {"probe_every": self.config.probe_every},
+                                   "config": self.config.values()})
         self.history = TrainingHistory()
+        self._lifecycle = Lifecycle(training_rules.CURRENT_RULES)
         self._wanted = selector(self.config)
         self._disabled: set[str] = set()
         self._instrumentation: Any = None
+        self._optimizer: Any = None
         self._probing = False
         self._force_probe = False
+        self._final_probe: int | None = None  # a short run's last step, probed too (_final_probe_step)
         self._repro_saved = False
         self._run_context: Any = None
         self._summary: Any = None  # MindInsightWriter when summary_dir is set
@@ -164,6 +220,7 @@ class Doctor(Callback):
                            finding.message)
             if self._stop_rank is not None and finding.severity.rank >= self._stop_rank and self._run_context:
                 self._run_context.request_stop()
+                self._lifecycle.acted_on(finding)
 
     def _skipped(self, codes: Iterable[str], why: str) -> None:
         codes = [c for c in codes if self._wanted(c)]
@@ -197,6 +254,10 @@ class Doctor(Callback):
         else:
             self._guard("training-probes", training_rules.PROBE_CODES,
                         lambda: self._install(train_network, backbone, optimizer))
+            # Only where no multi-probe rule could judge: an extra probe near the last regular one would judge
+            # "persistent" conditions over a few steps, and a longer run hears which rules it missed (MSD002).
+            needed = [n for code, n in training_rules.probes_needed(self.config).items() if self._wanted(code)]
+            self._final_probe = _final_probe_step(cb, self.config, min(needed, default=0))
         self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(backbone, None))
         if self.config.eval_dataset is not None and self.config.eval_every:
             from mindspore_doctor.probes.evaluation import Evaluator
@@ -243,7 +304,7 @@ class Doctor(Callback):
     def _close_summary(self) -> None:
         if self._summary is not None:
             summary, self._summary = self._summary, None
-            summary.close(self.report, self._run_info)
+            summary.close(self.report, self._run_info, episodes=self._lifecycle.episodes(self.report))
 
     def _lint(self, backbone: Any, loss_fn: Any, optimizer: Any, train_network: Any, dataset: Any) -> None:
         """Static lint with what only training has: the train cell Model built (MSD112), a real batch (MSD114)."""
@@ -270,6 +331,7 @@ class Doctor(Callback):
         from mindspore_doctor.probes.instrument import Instrumentation
 
         self._instrumentation = Instrumentation(train_network, backbone, optimizer)
+        self._optimizer = optimizer
         self.history.parameter_order = list(self._instrumentation.parameter_names)
         self.history.parameter_shapes = dict(self._instrumentation.parameter_shapes)
 
@@ -283,7 +345,8 @@ class Doctor(Callback):
         if self._instrumentation is None:
             return
         step = run_context.original_args().cur_step_num
-        self._probing = self._force_probe or step == 1 or step % self.config.probe_every == 0
+        self._probing = (self._force_probe or step == 1 or step % self.config.probe_every == 0
+                         or step == self._final_probe)
         self._force_probe = False
         self._guard("training-probes", training_rules.PROBE_CODES,
                     lambda: self._instrumentation.set_probing(self._probing))
@@ -296,6 +359,7 @@ class Doctor(Callback):
             return
         if self._probing and self._instrumentation is not None:
             self._guard("training-probes", training_rules.PROBE_CODES, lambda: self._instrumentation.read_into(signals))
+            self._guard("learning-rate", ("MSD210",), lambda: self._read_learning_rate(signals))
         self.history.append(signals)
         if signals.loss is not None and not math.isfinite(signals.loss):
             self._evaluate(TrainingHistory(steps=[signals]), codes=("MSD201",))
@@ -309,7 +373,25 @@ class Doctor(Callback):
                 self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(
                     self._instrumentation.network, signals.step))
         if self._summary is not None:
-            self._guard("mindinsight", (), lambda: self._summary.write_step(signals, self.report))
+            self._guard("mindinsight", (), lambda: self._summary.write_step(
+                signals, self.report, episodes=self._lifecycle.episodes(self.report)))
+
+    def _read_learning_rate(self, signals: StepSignals) -> None:
+        """The step's learning rate, and the schedule's peak so far, for the optimizer and for each of its groups:
+        MSD210 judges updates as at the peak rate of the parameter's own group."""
+        read = _learning_rates(self._optimizer)
+        if read is None:
+            return
+        now, peaks, groups = read
+        history = self.history
+        signals.learning_rate = max(now)
+        history.peak_learning_rate = max(v for v in (history.peak_learning_rate, *peaks, *now) if v is not None)
+        if len(now) > 1:
+            signals.group_learning_rates = now
+            before = history.group_peak_learning_rates or [0.0] * len(now)
+            history.group_peak_learning_rates = [max(v for v in values if v is not None)
+                                                 for values in zip(before, peaks, now)]
+            history.lr_groups = history.lr_groups or dict(zip(history.parameter_order, groups))
 
     def _read_outputs(self, cb: Any) -> StepSignals:
         outputs = cb.net_outputs
@@ -324,15 +406,23 @@ class Doctor(Callback):
         return signals
 
     def _recent_history(self) -> TrainingHistory:
-        """Head and tail of the history: rules re-run often, so each run stays cheap on long trainings."""
-        head = self.config.loss_window
-        tail = 4 * self.config.loss_window + self.config.probe_every * (self.config.persistent_probes + 3)
+        """Head and tail of the history: rules re-run often, so each run stays cheap on long trainings.
+
+        The tail holds every loss window a rule reads (MSD203's ``plateau_windows`` + 1, MSD202's rolling median)
+        and, measured in steps, the probes the probe rules read (4 for MSD210) plus the steps since the last
+        evaluation, at any ``probe_every``.
+        """
+        config = self.config
+        head = config.loss_window
+        tail = ((config.plateau_windows + 1) * config.loss_window + config.diverge_smoothing
+                + config.probe_every * (max(training_rules.probes_needed(config).values()) + 1))
         steps = self.history.steps
         view = steps if len(steps) <= head + tail else steps[:head] + steps[-tail:]
-        return TrainingHistory(steps=view, parameter_order=self.history.parameter_order,
-                               num_classes=self.history.num_classes, parameter_shapes=self.history.parameter_shapes)
+        return dataclasses.replace(self.history, steps=view)
 
     def _evaluate(self, history: TrainingHistory, codes: Iterable[str] | None = None, count: bool = True) -> None:
+        """Run the rules on ``history``; log what is new, and tell the lifecycle which findings still hold."""
+        holding: dict[str, list[Finding]] = {}
         for rule_codes, rule in training_rules.TRAINING_RULES:
             if codes is not None and not set(rule_codes) & set(codes):
                 continue
@@ -340,8 +430,17 @@ class Doctor(Callback):
                 continue  # checked on every step already
             if not any(self._wanted(c) for c in rule_codes):
                 continue
-            found = self._guard(f"rule {rule_codes[0]}", rule_codes, lambda: rule(history, self.config))
+            name = f"rule {rule_codes[0]}"
+            found = self._guard(name, rule_codes, lambda: rule(history, self.config))
             self._emit(found or [], count=count)
+            current = training_rules.CURRENT_RULES.get(rule_codes[0])
+            if current is None or found is None:
+                continue
+            now = found if current is rule else self._guard(name, rule_codes, lambda: current(history, self.config))
+            if now is not None:
+                holding[rule_codes[0]] = now
+        if holding and history.steps:
+            self._lifecycle.observe(history.steps[-1].step, self.report.findings, holding)
 
     # --- epochs and the end -------------------------------------------------------------------
 
@@ -359,6 +458,11 @@ class Doctor(Callback):
 
     def on_train_end(self, run_context: Any) -> None:
         self._evaluate(self.history, count=False)
+        self._lifecycle.close(self.report)  # transient findings that no longer hold end as resolved (info)
+        if self._optimizer is not None and "training-probes" not in self._disabled:  # the probes were installed
+            codes = [c for c in training_rules.PROBE_CODES if self._wanted(c) and f"rule {c}" not in self._disabled]
+            self._guard("probe-count", ("MSD002",), lambda: self._emit(
+                training_rules.too_few_probes(self.history, self.config, codes), count=False))
         self._emit(self.ranks.on_train_end(run_context.original_args()), count=False)
         if self._evaluator is not None:
             self._guard("evaluation", ("MSD401", "MSD402", "MSD404", "MSD405"),
@@ -380,7 +484,7 @@ class Doctor(Callback):
         if self.config.summary_dir and self.config.html_report:
             from mindspore_doctor.export.html import HTML_FILE, write_html
 
-            write_html(self.report, self.history, Path(self.config.summary_dir) / HTML_FILE)
+            write_html(self.report, self.history, Path(self.config.summary_dir) / HTML_FILE, config=self.config)
 
     def _merge_ranks(self) -> None:
         """Rank 0 writes every rank's findings to summary_dir/doctor_report.json (``location["ranks"]``)."""

@@ -48,6 +48,8 @@ RULES: dict[str, Rule] = {
         Rule("MSD112", "loss-scale-misconfigured", _W, "loss scale inconsistent with mixed precision"),
         Rule("MSD113", "softmax-wrong-axis", _E, "Softmax over the batch axis"),
         Rule("MSD114", "silent-broadcast", _E, "loss inputs broadcast to a larger shape"),
+        Rule("MSD115", "redundant-parameter", _I, "bias/beta whose effect a following normalization removes"),
+        Rule("MSD116", "weight-decay-out-of-range", _W, "weight decay far outside the usual range"),
         # MSD2xx: training signals
         Rule("MSD201", "nonfinite-loss", _E, "loss is NaN or Inf"),
         Rule("MSD202", "loss-diverging", _E, "loss grows far above its running minimum"),

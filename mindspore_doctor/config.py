@@ -30,6 +30,14 @@ class DoctorConfig:
     """MSD111: sane learning-rate range for SGD/Momentum-family optimizers."""
     adam_lr_range: tuple[float, float] = (1e-7, 1e-2)
     """MSD111: sane learning-rate range for Adam-family optimizers."""
+    sgd_weight_decay_max: float = 1e-2
+    """MSD116: upper end of the usual weight decay for SGD/Momentum-family optimizers (usual range 1e-5 to 1e-2)."""
+    adam_weight_decay_max: float = 0.1
+    """MSD116: upper end of the usual weight decay for Adam-family optimizers, AdamWeightDecay/AdamW included
+    (usual range 0 to 0.1)."""
+    weight_decay_factor: float = 10.0
+    """MSD116: a parameter group decayed by more than this multiple of the usual upper end is reported;
+    normalization/bias parameters as soon as their decay exceeds the upper end itself."""
     max_fixed_loss_scale: float = 65504.0
     """MSD112: a fixed loss scale above this (float16's largest value) overflows a float16 network."""
 
@@ -57,7 +65,10 @@ class DoctorConfig:
     diverge_trend_up: float = 0.6
     """MSD202 rising trend: fraction of the window's steps on which the loss must go up."""
     min_improvement: float = 0.05
-    """MSD203: relative loss improvement expected over a window."""
+    """MSD203: relative loss improvement, against the first window, expected of at least one recent window."""
+    plateau_windows: int = 3
+    """MSD203: the loss must miss ``min_improvement`` on this many consecutive windows (of ``loss_window`` steps)
+    after the first: a healthy LeNet can sit on its initial plateau for a window or two before it falls."""
     low_loss: float = 1e-4
     """MSD205: a loss below this within the first ``early_steps`` steps is suspicious."""
     early_steps: int = 3
@@ -69,6 +80,11 @@ class DoctorConfig:
     """MSD207: a layer's gradient RMS (sqrt of mean g², which is >= mean |g|) below this is vanishing."""
     vanishing_grad_ratio: float = 1e-3
     """MSD207: first-layer / last-layer gradient-norm ratio below this is vanishing."""
+    vanishing_update_fraction: float = 0.05
+    """MSD207: ... only while the layer's update ratio is also below this fraction of its peers' (the upper
+    quartile of the network's; the last layer's for the first/last ratio). Under AdamW a layer with RMS |g| 3e-8
+    (ConvNeXt's layer scale 1e-6) moves as fast as the rest (0.7-1.1x) and learns; a deep sigmoid stack's first
+    layers under Momentum move 1e-4x or less."""
     exploding_grad_growth: float = 2.0
     """MSD208: global gradient norm growing more than this per window."""
     exploding_grad_ratio: float = 70.0
@@ -78,8 +94,16 @@ class DoctorConfig:
     frozen_update_rtol: float = 1e-7
     """MSD209: about one float32 ulp of the weight (the catalog's 1e-5 also caught a tiny but non-zero
     learning rate, which is MSD210's case)."""
+    redundant_grad_ratio: float = 1e-5
+    """MSD115/MSD209: a bias/beta whose gradient RMS stays below this fraction of its cell's weight/gamma gradient
+    (which learns) is cancelled by a following normalization: redundant (info), not frozen. Measured: 3e-7 on the
+    projection BatchNorm betas of MobileNetV3; a learning beta is within 10x of its gamma."""
     update_ratio_min: float = 1e-4
-    """MSD210: mean|dw| / mean|w| below this is too small."""
+    """MSD210: mean|dw| / mean|w| below this is too small (judged as at the schedule's peak learning rate)."""
+    update_ratio_peer_fraction: float = 1e-3
+    """MSD210: when the network's median update ratio is healthy, a layer below ``update_ratio_min`` is reported only
+    if it is also below this fraction of that median (a parameter group whose rate is off). ShuffleNetV2's
+    depthwise convs, large-init and followed by BatchNorm, run 1e-2 to 3e-2 of the median and learn."""
     update_ratio_max: float = 1e-1
     """MSD211: mean|dw| / mean|w| above this (median of the recent probes) is too large."""
     update_ratio_burst: float = 0.5
@@ -89,6 +113,12 @@ class DoctorConfig:
     """MSD212: fraction of ReLU outputs <= 0 above which the layer is dead."""
     dead_unit_fraction: float = 0.5
     """MSD212: fraction of a ReLU layer's units that are <= 0 on the whole batch above which the layer is dying."""
+    dead_unit_z: float = 1.645
+    """MSD212: the dead-unit fraction must exceed ``dead_unit_fraction`` by this many binomial standard errors over
+    the units measured (its one-sided Wilson lower bound; 1.645: 95 % confidence). The first squeeze-excite
+    reduction of a healthy MobileNetV3-small has 8 units, 4 of them off on the whole batch from initialisation and
+    6 at twice the recipe's learning rate: 7 of 8 must be dead to count, 12 of 16, 39 of 64, 142 of 256 sampled
+    units. 0: the raw fraction."""
     saturated_fraction: float = 0.999
     """MSD213: fraction of Sigmoid/Tanh outputs in the flat tails."""
     overflow_rate: float = 0.1
@@ -119,24 +149,49 @@ class DoctorConfig:
     """Dataset column holding the label; None: a column named label/target, else the last of several."""
     outlier_z: float = 10.0
     """MSD303: robust z-score |x - median| / (1.4826 MAD) above which a sample is an outlier."""
+    outlier_gap: float = 3.0
+    """MSD303: an outlier must also lie beyond an empty stretch of at least this many robust scales (1.4826 MAD)
+    between it and the median: values of a discrete or sparse feature that run on without a break up to its
+    maximum (a pixel at 16 of 0..16) are its range, not outliers."""
     normalized_max: float = 5.0
     """MSD304: a feature/channel whose |mean| or std exceeds this is not normalised."""
     scale_ratio_max: float = 100.0
     """MSD304: largest / smallest feature std above this: scales differ by orders of magnitude."""
+    sparse_mode_fraction: float = 0.5
+    """MSD304: a feature that takes one value in at least this fraction of the samples (a sparse count, a blank
+    pixel) is compared by the RMS distance of its other values from that value, not by its std, which only says
+    how rarely it varies."""
     shuffle_runs_ratio: float = 0.5
     """MSD305: fewer label runs than this fraction of those expected in random order: not shuffled."""
     shuffle_correlation: float = 0.5
     """MSD305: |rank correlation| between a regression target and its position above this: sorted."""
     params_per_sample_max: float = 1000.0
-    """MSD307: trainable parameters per training sample above this: too few samples."""
+    """MSD307: trainable parameters per training sample above this: too few samples. A weight-shared parameter
+    (convolution, recurrent cell, embedding) counts 1 / the input's positions per sample (H x W, steps): it is
+    fitted at each, so RegNet's 2.3M parameters on 1024 32x32 images count 24 per sample, not 2263."""
     min_samples_per_class: int = 100
-    """MSD307: a class with fewer (estimated) training samples than this has too few."""
+    """MSD307: a class with fewer (estimated) training samples than this may have too few (see
+    ``params_per_class_sample_max``)."""
+    params_per_class_sample_max: float = 100.0
+    """MSD307: a class below ``min_samples_per_class`` is too small only for a network with more than this many
+    trainable parameters per class (params / classes) per sample of that class: wine's 36-sample class under a
+    547-parameter MLP (5) is normal, 40 samples per class under a 540k-parameter MLP (3375) are not."""
     mismatch_shift: float = 1.0
     """MSD308: eval mean off the train mean by more than this many train stds: mismatch."""
     mismatch_std_ratio: float = 3.0
     """MSD308: eval/train std ratio beyond this factor (either way): mismatch."""
+    mismatch_noise_sigmas: float = 3.0
+    """MSD308: a mean shift or std ratio must also exceed its threshold by this many standard errors of its own
+    estimate (a sparse feature's std, measured on a few hundred samples, is noisy)."""
     leakage_min_matches: int = 1
     """MSD309: sampled eval samples byte-identical to sampled train samples needed to report leakage."""
+    leakage_noise_sigmas: float = 3.0
+    """MSD309: eval samples found in the training sample must exceed what the training set's own duplicate rate
+    predicts by this many standard deviations (short token sequences repeat naturally)."""
+    label_copy_tolerance: float = 1e-4
+    """MSD205 (data check): an input feature that is an affine function of the regression target up to this
+    relative RMS residual, sqrt(1 - r^2), is the target itself (float32 and standardised copies: ~1e-7; the last
+    observed value of a smooth series before the one to forecast: >= 1e-2)."""
 
     # --- evaluation and sanity (MSD4xx) ------------------------------------------------
     eval_every: int = 1
@@ -150,6 +205,10 @@ class DoctorConfig:
     by a few percent once it has converged)."""
     overfit_gap_ratio: float = 2.0
     """MSD401: eval loss at or above this multiple of train loss, once eval loss stopped improving."""
+    overfit_noise_sigmas: float = 3.0
+    """MSD401: a rise of the eval loss above its best, and its gap above the train loss, must exceed this many
+    standard errors of the losses (per-sample loss std / sqrt(samples)): on a 114-sample eval split one
+    evaluation's mean loss moves by ~1 standard error, and the best of many evaluations sits 1-2 below the truth."""
     underfit_margin: float = 0.2
     """MSD402: train metric within this fraction of the headroom above the trivial baseline is underfitting."""
     baseline_margin: float = 0.05
@@ -201,8 +260,13 @@ class DoctorConfig:
 
     @classmethod
     def from_options(cls, options: dict[str, Any] | None = None, base: "DoctorConfig | None" = None) -> "DoctorConfig":
-        """Build from keyword options; unknown names raise one clear TypeError."""
+        """Build from keyword options; unknown names raise one clear TypeError. ``config=DoctorConfig(...)``
+        among them (or ``base``) is the starting point that the other options override."""
         options = dict(options or {})
+        given = options.pop("config", None)
+        if given is not None and not isinstance(given, cls):
+            raise TypeError(f"config must be a DoctorConfig, not {type(given).__name__}")
+        base = given or base
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - names)
         if unknown:
@@ -213,4 +277,17 @@ class DoctorConfig:
             elif key in options:
                 options[key] = tuple(options[key])
         return dataclasses.replace(base or cls(), **options)
+
+    def values(self) -> dict[str, Any]:
+        """The plain fields (thresholds and options, not datasets): what a run stores in its report, so that
+        ``msdoctor report`` draws the thresholds the run used."""
+        plain = (bool, int, float, str, tuple, type(None))
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: value for name, value in values.items() if isinstance(value, plain)}
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> "DoctorConfig":
+        """Back from :meth:`values` (lists for tuples, as JSON has them); names this version lacks are dropped."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls.from_options({k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if k in names})
 

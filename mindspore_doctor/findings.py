@@ -12,8 +12,9 @@ from enum import Enum
 from typing import Any, Iterable
 
 REPORT_VERSION = 1
-_WHERE_KEYS = ("parameter", "cell", "column", "optimizer", "check")
-"""Location keys that name *what* a finding is about, most specific first."""
+_WHERE_KEYS = ("parameter_path", "parameter", "cell", "column", "optimizer", "check")
+"""Location keys that name *what* a finding is about, most specific first (``parameter_path``: the registration
+path of a parameter whose name differs from it)."""
 TOOL_NAME = "mindspore_doctor"
 
 
@@ -88,6 +89,19 @@ class Finding:
     def key(self) -> tuple:
         """Identity for de-duplication: one finding per (code, location)."""
         return (self.code, tuple(sorted((k, str(v)) for k, v in self.location.items())))
+
+    @property
+    def resolved(self) -> bool:
+        """The finding lifecycle: a transient training finding whose condition no longer held at the end."""
+        return "resolved_step" in self.evidence
+
+    def resolve(self, step: int) -> None:
+        """Keep the finding as ``info``, saying from which step its condition no longer held and how severe it
+        was when it was logged (and acted on)."""
+        self.evidence["original_severity"] = self.severity.value
+        self.evidence["resolved_step"] = step
+        self.message = f"{self.message} Resolved: no longer the case from step {step} on (was {self.severity.value})."
+        self.severity = Severity.INFO
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

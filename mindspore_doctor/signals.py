@@ -23,6 +23,9 @@ class ActivationStats:
     dead_unit_fraction: float = -1.0
     """ReLU-like: fraction of units (output positions of one sample) <= 0 on every sample of the batch; -1: not
     measured (batch too small or no batch axis)."""
+    units: int = 0
+    """ReLU-like: how many units ``dead_unit_fraction`` was measured on (a layer's output positions, at most the
+    probe's sample width); 0: not known. A fraction over a handful of units is coarse and noisy (MSD212)."""
     nonfinite: int = 0
     order: int = 0
     """Position of the cell in network order (0 = closest to the input)."""
@@ -50,6 +53,10 @@ class StepSignals:
     overflow: bool | None = None
     """Loss-scale overflow at this step (None: no loss-scale cell)."""
     loss_scale: float | None = None
+    learning_rate: float | None = None
+    """The optimizer's learning rate at this step (the largest of its groups); None: not read or not known."""
+    group_learning_rates: list[float] = field(default_factory=list)
+    """With several learning-rate groups (``TrainingHistory.lr_groups``): each group's rate at this step."""
 
     @property
     def global_grad_norm(self) -> float | None:
@@ -77,6 +84,13 @@ class TrainingHistory:
     num_classes: int | None = None
     parameter_shapes: dict[str, list[int]] = field(default_factory=dict)
     """Shape of each trainable parameter (rules tell weights from biases/norm scales by rank)."""
+    peak_learning_rate: float | None = None
+    """The schedule's largest learning rate (known up front for a per-step list, else the largest read so far):
+    updates judged at a step the schedule lowered the rate (warm-up, decay) are scaled back to it (MSD210)."""
+    lr_groups: dict[str, int] = field(default_factory=dict)
+    """Parameter name -> index of its learning-rate group, when the optimizer has several (empty: one rate)."""
+    group_peak_learning_rates: list[float] = field(default_factory=list)
+    """Per learning-rate group: its schedule's largest rate, as ``peak_learning_rate`` is for the optimizer."""
 
     def append(self, s: StepSignals) -> None:
         self.steps.append(s)
@@ -94,6 +108,9 @@ class TrainingHistory:
             "parameter_order": list(self.parameter_order),
             "num_classes": self.num_classes,
             "parameter_shapes": {k: list(v) for k, v in self.parameter_shapes.items()},
+            "peak_learning_rate": self.peak_learning_rate,
+            "lr_groups": dict(self.lr_groups),
+            "group_peak_learning_rates": list(self.group_peak_learning_rates),
             "steps": [s.to_dict() for s in self.steps],
         }
 
@@ -104,4 +121,7 @@ class TrainingHistory:
             parameter_order=list(data.get("parameter_order", [])),
             num_classes=data.get("num_classes"),
             parameter_shapes={k: list(v) for k, v in data.get("parameter_shapes", {}).items()},
+            peak_learning_rate=data.get("peak_learning_rate"),
+            lr_groups=dict(data.get("lr_groups", {})),
+            group_peak_learning_rates=list(data.get("group_peak_learning_rates", [])),
         )

@@ -262,6 +262,69 @@ def test_weights_not_updating_and_vanishing_gradient():
     assert "fc1.weight" in {f.location.get("parameter") for f in doctor.report.by_code("MSD207")}
 
 
+class LinearBottleneck(nn.Cell):
+    """MobileNetV2's linear bottleneck in miniature: `project.1`'s beta passes through the 1x1 `expand` conv and
+    the residual add, and `expand.1` (BatchNorm) removes it: its gradient is ~0 by construction."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.SequentialCell(nn.Conv2d(1, 8, 3, has_bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.project = nn.SequentialCell(nn.Conv2d(8, 8, 1, has_bias=False), nn.BatchNorm2d(8))
+        self.expand = nn.SequentialCell(nn.Conv2d(8, 16, 1, has_bias=False), nn.BatchNorm2d(16), nn.ReLU())
+        self.pool = ops.ReduceMean(keep_dims=False)
+        self.head = nn.Dense(16, 2)
+
+    def construct(self, x):
+        x = self.stem(x)
+        x = x + self.project(x)
+        return self.head(self.pool(self.expand(x), (2, 3)))
+
+
+def test_a_beta_cancelled_by_the_next_batchnorm_is_redundant_not_frozen():
+    """Issue 13: MSD209 fired on every projection-BatchNorm beta of MobileNetV2/V3 and ShuffleNetV2."""
+    doctor = Doctor(ignore=QUIET, probe_every=2)
+    _train(LinearBottleneck(), _dataset(n=96, image=(1, 8, 8)), doctor, epochs=2)
+    assert "project.1.beta" not in {f.location.get("parameter") for f in doctor.report.by_code("MSD209")}
+    (redundant,) = doctor.report.by_code("MSD115")
+    assert redundant.location["parameter"] == "project.1.beta" and redundant.severity.value == "info"
+    assert redundant.evidence["sibling"] == "project.1.gamma" and redundant.evidence["grad_ratio"] < 1e-5
+    assert not doctor.report.at_least("warning"), doctor.report
+
+
+class LayerScaleMLP(nn.Cell):
+    """A residual MLP block with ConvNeXt's layer scale: `gamma` is 1e-6 (kept there: in ConvNeXt it grows slowly),
+    so `fc2` and `fc1` get gradients ~1e-6 of the usual by design."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Dense(8, 32)
+        self.fc1 = nn.Dense(32, 128)
+        self.act = nn.GELU()
+        self.fc2 = nn.Dense(128, 32)
+        self.gamma = ms.Parameter(ms.Tensor(np.full((32,), 1e-6, np.float32)), name="gamma", requires_grad=False)
+        self.head = nn.Dense(32, 2)
+
+    def construct(self, x):
+        x = self.stem(x)
+        return self.head(x + self.gamma * self.fc2(self.act(self.fc1(x))))
+
+
+@pytest.mark.parametrize("optimizer, fires", [("adamw-eps1e-10", False), ("adamw-eps1e-6", True), ("sgd", True)])
+def test_layer_scale_gradients_vanish_only_when_the_layer_cannot_learn(optimizer, fires):
+    """Issue 13: AdamW with mindcv's eps=1e-10 normalises a 3e-9 gradient away: the layer-scaled branch moves as
+    fast as the rest, it learns. With MindSpore's default eps=1e-6 the same gradient is swallowed (the branch only
+    decays, at ~1e-3 of its peers' rate), and under SGD it moves by ~1e-9 of itself: vanishing, both."""
+    ms.set_seed(0)
+    net = LayerScaleMLP()
+    opt = (nn.SGD(net.trainable_params(), 0.05) if optimizer == "sgd" else nn.AdamWeightDecay(
+        net.trainable_params(), 1e-3, eps=float(optimizer.split("eps")[1]), weight_decay=0.05))
+    doctor = Doctor(ignore=QUIET, probe_every=2)
+    _train(net, _dataset(), doctor, opt=opt, epochs=1)
+    assert doctor.history.probed()[-1].grad_rms["fc2.weight"] < 1e-7  # the absolute threshold alone fires always
+    vanishing = {f.location["parameter"] for f in doctor.report.by_code("MSD207")}
+    assert ("fc2.weight" in vanishing) is fires, doctor.report
+
+
 @pytest.mark.parametrize("lr, code", [(20.0, "MSD211"), (2e-4, "MSD210")])
 def test_update_ratio_out_of_range(lr, code):
     doctor = Doctor(ignore=QUIET, probe_every=2)
@@ -276,6 +339,15 @@ def test_dead_relu():
     _train(MLP(bias=-100.0), _dataset(), doctor, epochs=1)
     (dead,) = doctor.report.by_code("MSD212")
     assert dead.location == {"cell": "relu1"} and dead.evidence["dead_fraction"] == 1.0
+
+
+def test_dead_relu_with_probes_200_steps_apart():
+    """Issue 13: a fixed 64-step look-back saw one probe at probe_every=200: no probe rule ever fired."""
+    doctor = Doctor(ignore=QUIET, probe_every=200)
+    _train(MLP(bias=-100.0), _dataset(n=208, batch=4), doctor, epochs=4)  # 208 steps: probes at 1 and 200
+    assert [s.step for s in doctor.history.probed()] == [1, 200]
+    (dead,) = doctor.report.by_code("MSD212")
+    assert dead.step == 200 and dead.location == {"cell": "relu1"} and dead.severity.value == "warning"
 
 
 def test_saturated_sigmoid_but_not_healthy_sigmoid():
@@ -357,8 +429,9 @@ def test_loss_suspiciously_low_on_all_zero_regression_targets():
 
 def test_loss_not_decreasing_with_a_frozen_learning_rate():
     doctor = Doctor(ignore=QUIET + ("MSD210", "MSD111"), loss_window=8)
-    _train(MLP(), _dataset(), doctor, epochs=3, lr=1e-9)
-    assert "MSD203" in doctor.report.codes()
+    _train(MLP(), _dataset(), doctor, epochs=4, lr=1e-9)  # the first window and plateau_windows=3 more
+    (stuck,) = doctor.report.by_code("MSD203")
+    assert stuck.step == 32 and stuck.severity.value == "warning"  # still stuck at the end: not resolved
 
 
 class FreezeBatchNormStats(Callback):
@@ -422,3 +495,89 @@ def test_user_built_train_cell_and_other_callbacks(tmp_path):
     saved = ms.load_checkpoint(str(sorted((tmp_path / "ckpt").glob("*.ckpt"))[-1]))
     assert not any("msdoctor" in name for name in saved)
     assert (tmp_path / "doctor" / "doctor_report.json").exists()
+
+
+def _noisy_labels(n=512, batch=16):
+    """Labels that follow x[0] > 0 only 80 % of the time: the loss stays near 0.5, the model never converges."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, 8)).astype(np.float32)
+    label = ((x[:, 0] > 0) ^ (rng.random(n) < 0.2)).astype(np.int32)
+    return ds.NumpySlicesDataset({"x": x, "label": label}, shuffle=False).batch(batch)
+
+
+@pytest.mark.parametrize("schedule, fires", [("decayed", False), ("constant", True)])
+def test_update_ratio_judged_at_the_schedules_peak_learning_rate(schedule, fires):
+    """A step schedule 0.05 -> 5e-5 ends with updates of ~1e-6 of the weights: that is the schedule, not a learning
+    rate too small (issue 13: the end of every cosine schedule was "too small"). 5e-5 all along is."""
+    ms.set_seed(0)
+    net = MLP()
+    lr = nn.piecewise_constant_lr([24, 40, 64], [0.05, 0.005, 5e-5]) if schedule == "decayed" else [5e-5] * 64
+    doctor = Doctor(ignore=QUIET + ("MSD111", "MSD203"), probe_every=8)
+    _train(net, _noisy_labels(n=1024), doctor, opt=nn.Momentum(net.trainable_params(), lr, 0.9), epochs=1)
+    probed = doctor.history.probed()
+    assert [s.learning_rate for s in probed] == pytest.approx([lr[s.step - 1] for s in probed])
+    assert doctor.history.peak_learning_rate == pytest.approx(max(lr))
+    assert ("MSD210" in doctor.report.codes()) is fires, doctor.report
+
+
+def test_a_run_too_short_for_the_probe_rules_probes_its_last_step_and_says_what_it_could_not_judge():
+    """Issue 13 follow-up: 16 steps at probe_every=50 probed step 1 only, so a network whose every ReLU is dead got
+    no verdict and no word about it. The last step is probed too (training unchanged, bit for bit), MSD212 fires
+    there, and one MSD002 names the rules that still need more probes."""
+    def run(doctor):
+        ms.set_seed(0)
+        net = MLP(bias=-100.0)
+        _train(net, _dataset(n=128, batch=16), doctor or Callback(), epochs=2)
+        return {p.name: p.asnumpy() for p in net.trainable_params()}
+
+    doctor = Doctor(ignore=QUIET)
+    doctored, plain = run(doctor), run(None)
+    assert all(np.array_equal(plain[n], doctored[n]) for n in plain)
+    assert [s.step for s in doctor.history.probed()] == [1, 16]
+    (dead,) = doctor.report.by_code("MSD212")
+    assert dead.step == 16 and dead.severity.value == "warning"
+    (skipped,) = [f for f in doctor.report.by_code("MSD002") if f.location == {"check": "probe-count"}]
+    assert skipped.evidence["codes"] == ["MSD210", "MSD211"] and "probe_every=4" in skipped.message
+
+    enough = Doctor(ignore=QUIET, probe_every=5)  # 1, 5, 10, 15: every rule can judge, no extra probe
+    _train(MLP(bias=-100.0), _dataset(n=128, batch=16), enough, epochs=2)
+    assert [s.step for s in enough.history.probed()] == [1, 5, 10, 15]
+    assert not [f for f in enough.report.by_code("MSD002") if f.location == {"check": "probe-count"}]
+
+
+def test_learning_rates_are_read_per_parameter_group():
+    """mindyolo-style groups: the biases warm down from 0.1 while the weights warm up to 0.01. MSD210 scales each
+    parameter's updates by its own group's schedule, so each group's rate and peak are recorded."""
+    ms.set_seed(0)
+    net = MLP()
+    weights = [p for p in net.trainable_params() if p.name.endswith("weight")]
+    biases = [p for p in net.trainable_params() if p.name.endswith("bias")]
+    steps = 16
+    weight_lr = [0.01 * min(1.0, (i + 1) / 8) for i in range(steps)]
+    bias_lr = [0.1 - (0.1 - 0.01) * min(1.0, i / 8) for i in range(steps)]
+    opt = nn.Momentum([{"params": weights, "lr": weight_lr}, {"params": biases, "lr": bias_lr}], 0.01, 0.9)
+    doctor = Doctor(ignore=QUIET, probe_every=4)
+    _train(net, _dataset(), doctor, opt=opt, epochs=1)
+    history = doctor.history
+    assert history.lr_groups == {"fc1.weight": 0, "fc2.weight": 0, "fc1.bias": 1, "fc2.bias": 1}
+    for s in history.probed():
+        assert s.group_learning_rates == pytest.approx([weight_lr[s.step - 1], bias_lr[s.step - 1]])
+        assert s.learning_rate == pytest.approx(max(s.group_learning_rates))
+    assert history.group_peak_learning_rates == pytest.approx([0.01, 0.1])
+    assert history.peak_learning_rate == pytest.approx(0.1)
+
+
+def test_only_a_run_with_a_single_regular_probe_gets_its_last_step_probed():
+    from types import SimpleNamespace
+
+    from mindspore_doctor.callback import _final_probe_step
+    from mindspore_doctor.config import DoctorConfig
+
+    def last(steps, first=0, every=50):
+        cb = SimpleNamespace(cur_step_num=first, epoch_num=1, batch_num=steps)
+        return _final_probe_step(cb, DoctorConfig(probe_every=every), needed=2)
+
+    assert last(16) == 16 and last(49) == 49  # step 1 only
+    assert last(64) is None and last(100) is None  # steps 1 and 50 (and 100): every 2-probe rule judges
+    assert last(30, first=60) == 90  # resumed at step 60: no regular probe at all before 90
+    assert _final_probe_step(SimpleNamespace(), DoctorConfig(), needed=2) is None  # a custom loop: length unknown

@@ -61,6 +61,19 @@ def test_predicates_near_misses():
     assert diagnose(_report(_f("MSD201", 50), _f("MSD208", 40))).top.id == "learning-rate-too-high"
 
 
+def test_a_passed_condition_supports_a_cause_but_is_not_one():
+    """The finding lifecycle: a warm-up spike the loss recovered from (MSD202 resolved) is no diagnosis alone."""
+    spike = _f("MSD202", 30)
+    spike.resolve(90)
+    assert diagnose(_report(spike)).causes == []
+    symptoms = diagnose(_report(spike)).symptoms
+    assert symptoms[0]["code"] == "MSD202" and symptoms[0]["resolved"] == 1
+    still = diagnose(_report(spike, _f("MSD211", 60, location={"parameter": "fc.weight"})))
+    assert still.top.id == "learning-rate-too-high"
+    evidence = {e["code"]: e["detail"] for e in still.top.evidence}
+    assert evidence["MSD202"] == "present (resolved by step 90)" and evidence["MSD211"] == "present"
+
+
 def test_no_symptom_no_cause_and_meta_roundtrip():
     assert diagnose(_report(_f("MSD002"))).causes == []
     report = _report(_f("MSD107"))

@@ -74,12 +74,15 @@ def _zero_lr_for_first_layer(net, lr):
                         {"params": net.fc2.trainable_params()}], lr, 0.9)
 
 
+SHORT_RUN = {"loss_window": 6, "plateau_windows": 1}
+"""16-24 steps: the loss rules judge windows of 6, MSD203 one of them after the first (the default wants 3 more)."""
+
 # scenario -> (run, true cause, symptoms the run must show)
 SCENARIOS = {
-    "lr-far-too-low": (Run(epochs=2, lr=1e-7, options={"loss_window": 6}),
+    "lr-far-too-low": (Run(epochs=2, lr=1e-7, options=SHORT_RUN),
                        "learning-rate-too-low", {"MSD111", "MSD203", "MSD210"}),
     "layer-frozen-requires-grad": (Run(net=_frozen_first_layer, epochs=2), "layer-frozen", {"MSD102"}),
-    "layer-frozen-zero-lr-group": (Run(epochs=2, optimizer=_zero_lr_for_first_layer, options={"loss_window": 6}),
+    "layer-frozen-zero-lr-group": (Run(epochs=2, optimizer=_zero_lr_for_first_layer, options=SHORT_RUN),
                                    "layer-frozen", {"MSD209", "MSD111"}),
     "nan-in-data": (Run(net=lambda: MLP(act=nn.Tanh()), data={"nan_row": 3}),
                     "nan-in-input-data", {"MSD201", "MSD301"}),
@@ -89,12 +92,12 @@ SCENARIOS = {
     "dead-relus-from-negative-bias": (Run(net=lambda: MLP(bias=-100.0)), "dead-relus", {"MSD212"}),
     "saturated-sigmoid": (Run(net=lambda: MLP(act=nn.Sigmoid(), bias=50.0)),
                           "vanishing-gradients", {"MSD213", "MSD207"}),
-    "softmax-before-logits-loss": (Run(net=lambda: MLP(softmax=True), epochs=2, options={"loss_window": 6}),
+    "softmax-before-logits-loss": (Run(net=lambda: MLP(softmax=True), epochs=2, options=SHORT_RUN),
                                    "loss-activation-mismatch", {"MSD107", "MSD203"}),
     "inputs-not-normalised": (Run(data={"scale": 1000.0}, lr=0.01),
                               "inputs-not-normalised", {"MSD304", "MSD211"}),
     "random-labels": (Run(net=lambda: MLP(hidden=4), data={"random_labels": True}, epochs=3, lr=0.01,
-                          options={"eval_dataset": _data(seed=1), "probe_every": 4, "loss_window": 6}),
+                          options={"eval_dataset": _data(seed=1), "probe_every": 4, **SHORT_RUN}),
                       "labels-do-not-match-inputs", {"MSD402", "MSD203"}),
     "overfitting-a-small-training-set": (Run(net=lambda: MLP(hidden=256), data={"n": 32}, epochs=8, lr=0.1,
                                              options={"eval_dataset": _data(128, seed=1), "probe_every": 8}),

@@ -71,3 +71,22 @@ def test_merge_says_which_ranks(ranks_in_location):
     merged = {(f.code, f.location.get("parameter") or f.location.get("cell")): f.location["ranks"]
               for f in rules.merge_rank_findings(per_rank)}
     assert merged == {("MSD209", "w"): [0, 1], ("MSD501", "w"): [0, 1], ("MSD212", "relu"): [1]}
+
+
+def test_merge_keeps_a_finding_open_on_any_rank_open_and_resolves_it_only_when_every_rank_did():
+    """A dead ReLU that recovered on rank 0 but not on rank 1 is open in the merged report (it kept rank 0's
+    resolved copy); resolved on both ranks, it ends resolved from the later of their steps."""
+    def dead(resolved_at=None):
+        finding = make_finding("MSD212", "dead", location={"cell": "relu"}, step=50)
+        if resolved_at is not None:
+            finding.resolve(resolved_at)
+        return finding
+
+    (open_,) = rules.merge_rank_findings({0: [dead(100)], 1: [dead()], 2: [dead(150)]})
+    assert open_.severity.value == "warning" and not open_.resolved
+    assert open_.location["ranks"] == [0, 1, 2] and open_.evidence["resolved_on_ranks"] == [0, 2]
+    (passed,) = rules.merge_rank_findings({0: [dead(150)], 1: [dead(100)]})
+    assert passed.resolved and passed.severity.value == "info" and passed.evidence["resolved_step"] == 150
+    assert passed.location["ranks"] == [0, 1] and "resolved_on_ranks" not in passed.evidence
+    (seen_once,) = rules.merge_rank_findings({0: [], 1: [dead(100)]})  # raised on one rank only: its state
+    assert seen_once.resolved and seen_once.location["ranks"] == [1]

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.export import html
 from mindspore_doctor.findings import Report
 from mindspore_doctor.signals import ActivationStats, StepSignals, TrainingHistory
@@ -46,7 +47,7 @@ def test_report_page_has_diagnosis_table_and_every_chart(tmp_path):
     page = html.write_html(report, history, tmp_path / "r.html").read_text(encoding="utf-8")
     assert page.index('id="diagnosis"') < page.index('id="findings-table"') < page.index('id="chart-loss"')
     assert page.count('<tr class="finding') == 3
-    for chart in ("chart-loss", "chart-grad-heatmap", "chart-update-ratio", "chart-activations"):
+    for chart in ("chart-loss", "chart-timeline", "chart-grad-heatmap", "chart-update-ratio", "chart-activations"):
         section = page.split(f'id="{chart}"', 1)[1].split("</section>", 1)[0]
         assert "<svg" in section, chart
     assert "MSD207.md" in page and "grad_norm=1.2e-09" in page
@@ -77,7 +78,7 @@ def test_lint_only_report_says_there_are_no_training_signals(tmp_path):
     report.add(make_finding("MSD104", "`drop` drops 90 %", location={"cell": "drop"}))
     page = html.write_html(report, None, tmp_path / "lint.html").read_text(encoding="utf-8")
     assert "<svg" not in page
-    assert page.count("No training signals") == 5  # the diagnosis and each of the four charts
+    assert page.count("No training signals") == 6  # the diagnosis and each of the five charts
     assert page.count('<tr class="finding') == 1
 
 
@@ -98,7 +99,7 @@ def test_run_directory_report(tmp_path):
     out = html.write_run_report(tmp_path)
     assert out == tmp_path / html.HTML_FILE
     page = out.read_text(encoding="utf-8")
-    assert f"mindspore_doctor: {tmp_path.name}" in page and page.count("<svg") == 4
+    assert f"mindspore_doctor: {tmp_path.name}" in page and page.count("<svg") == 5
     (tmp_path / html.HISTORY_FILE).unlink()
     assert "<svg" not in html.write_run_report(tmp_path, tmp_path / "lint.html").read_text(encoding="utf-8")
 
@@ -115,3 +116,36 @@ def test_rule_doc_links_point_at_the_rule_page():
     href = html.rule_doc_href("MSD207")
     assert href.endswith("docs/rules/MSD207.md")
     assert href.startswith("file://") == (html._DOCS_DIR / "MSD207.md").is_file()
+
+
+def _chart(page, chart_id):
+    return page.split(f'id="{chart_id}"', 1)[1].split("</section>", 1)[0]
+
+
+def test_charts_draw_the_thresholds_the_run_used(tmp_path, monkeypatch):
+    """Issue 13: the bounds on the update-ratio and activation charts were the defaults, whatever the run used."""
+    import matplotlib
+
+    monkeypatch.setitem(matplotlib.rcParams, "svg.hashsalt", "fixed")  # reproducible SVG ids
+    report, history = sample_run()
+    run = {"update_ratio_min": 1e-6, "update_ratio_max": 0.5, "dead_relu_fraction": 0.5}
+    explicit = html.render_html(report, history, config=DoctorConfig(**run))
+    default = html.render_html(report, history)
+    for chart in ("chart-update-ratio", "chart-activations"):
+        assert _chart(explicit, chart) != _chart(default, chart)
+    report.meta["config"] = run  # what Doctor(...) stores in doctor_report.json: msdoctor report draws them
+    (tmp_path / html.REPORT_FILE).write_text(report.to_json())
+    (tmp_path / html.HISTORY_FILE).write_text(json.dumps(history.to_dict()))
+    page = html.write_run_report(tmp_path).read_text(encoding="utf-8")
+    for chart in ("chart-update-ratio", "chart-activations"):
+        assert _chart(page, chart) == _chart(explicit, chart)
+
+
+def test_a_resolved_finding_shows_its_episode():
+    report, history = sample_run()
+    report.by_code("MSD207")[0].resolve(50)
+    page = html.render_html(report, history)
+    row = next(r for r in page.split('<tr class="finding')[1:] if "MSD207" in r)
+    assert "sev-info" in row and "40 → 50" in row and "resolved, was warning" in row
+    assert "<svg" in _chart(page, "chart-timeline")
+    assert "<svg" not in _chart(html.render_html(Report(), history), "chart-timeline")  # no training finding

@@ -161,6 +161,8 @@ def test_lineage_columns_rank_codes_by_severity():
         "doctor_warnings": 3,
         "doctor_infos": 0,
         "doctor_findings": 4,
+        "doctor_open": 4,
+        "doctor_resolved": 0,
         "doctor_worst_severity": "error",
         "doctor_top_codes": "MSD201,MSD212,MSD104",
     }
@@ -193,3 +195,20 @@ def test_one_writer_per_directory_and_one_file_per_run(tmp_path):
     for writer in (second, other):
         writer.close()
     assert first.path != second.path
+
+
+def test_finding_episodes_become_open_and_resolved_series(tmp_path):
+    """The finding lifecycle in MindInsight: per transient code, how many findings hold and how many passed."""
+    writer = mi.MindInsightWriter(tmp_path)
+    report = Report()
+    report.add(make_finding("MSD202", "diverging", step=30))
+    writer.write_step(StepSignals(step=40, loss=5.0), report, episodes={"findings/MSD202/open": 1.0,
+                                                                         "findings/MSD202/resolved": 0.0})
+    report.findings[0].resolve(60)
+    writer.write_step(StepSignals(step=60, loss=0.5), report, episodes={"findings/MSD202/open": 0.0,
+                                                                         "findings/MSD202/resolved": 1.0})
+    writer.close(report, episodes={"findings/MSD202/open": 0.0, "findings/MSD202/resolved": 1.0})
+    scalars = mi.read_scalars(writer.path)
+    assert scalars["doctor/findings/MSD202/open"] == [(40, 1.0), (60, 0.0), (60, 0.0)]
+    assert scalars["doctor/findings/MSD202/resolved"][-1] == (60, 1.0)
+    assert scalars["doctor/findings/error"][-1] == (60, 0.0) and scalars["doctor/findings/info"][-1] == (60, 1.0)

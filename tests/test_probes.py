@@ -34,7 +34,7 @@ def test_relu_statistics_ignore_the_padding():
     values = np.zeros((16, 10), np.float32)
     values[:, :4] = 2.0  # 4 live units, 6 dead on every sample
     stats = activation_stats("relu", _padded(values), order=3)
-    assert stats.dead_fraction == 0.6 and stats.dead_unit_fraction == 0.6
+    assert stats.dead_fraction == 0.6 and stats.dead_unit_fraction == 0.6 and stats.units == 10
     assert stats.mean_abs == pytest.approx(0.8) and stats.order == 3 and not stats.nonfinite
 
 

@@ -49,10 +49,22 @@ def test_diverging_loss_rising_trend_below_the_factor():
     assert rules.loss_diverging(losses([1.0, 0.5, 0.4, 0.45, 0.46, 0.48, 0.5, 0.52]), RAW) == []
 
 
-def test_loss_not_decreasing():
-    assert codes(rules.loss_not_decreasing(losses([1.0] * 5 + [0.97] * 5), CONFIG)) == ["MSD203"]
-    assert rules.loss_not_decreasing(losses([1.0] * 5 + [0.94] * 5), CONFIG) == []
-    assert rules.loss_not_decreasing(losses([1.0] * 9), CONFIG) == []  # needs two windows
+def test_loss_not_decreasing_over_several_windows():
+    # loss_window 5, plateau_windows 3: the first window, then three more, each less than 5 % below it
+    (f,) = rules.loss_not_decreasing(losses([1.0] * 5 + [0.97] * 15), CONFIG)
+    assert f.code == "MSD203" and f.step == 20 and f.evidence["windows"] == 3
+    assert rules.loss_not_decreasing(losses([1.0] * 5 + [0.94] * 15), CONFIG) == []  # 6 % lower
+    assert rules.loss_not_decreasing(losses([1.0] * 19), CONFIG) == []  # needs four windows
+    # one of the three windows got 6 % lower: the loss is moving, not stuck
+    assert rules.loss_not_decreasing(losses([1.0] * 5 + [0.97] * 5 + [0.94] * 5 + [0.97] * 5), CONFIG) == []
+
+
+def test_one_window_without_improvement_is_not_a_plateau():
+    """Issue 13: a healthy LeNet sits on its initial plateau (1.39 -> 1.36) for a window before the loss falls."""
+    assert rules.loss_not_decreasing(losses([1.39] * 5 + [1.36] * 5), CONFIG) == []
+    assert rules.loss_not_decreasing(losses([1.39] * 5 + [1.36] * 10), CONFIG) == []
+    stuck = rules.loss_not_decreasing(losses([1.39] * 5 + [1.36] * 15), CONFIG)
+    assert codes(stuck) == ["MSD203"]
 
 
 def test_loss_oscillating():
@@ -126,6 +138,24 @@ def test_dead_relu_units_dead_on_most_of_the_layer():
     assert f.location == {"cell": "relu"} and f.evidence["dead_unit_fraction"] == 0.625
     assert rules.dead_relu(history(0.375), CONFIG) == []
     assert rules.dead_relu(history(-1.0), CONFIG) == []  # not measured (batch too small)
+
+
+def test_dead_units_of_a_tiny_layer_must_be_more_than_binomial_noise():
+    """Issue 13: MobileNetV3's first squeeze-excite ReLU has 8 units; 6 of 8 off on a whole batch (75 %) is what a
+    healthy one shows at a slightly higher learning rate. 7 of 8 is beyond noise; on 256 units 60 % is too."""
+    def history(dead, units):
+        act = {"se.relu": ActivationStats("relu", 0.3, dead_fraction=0.7, dead_unit_fraction=dead / units,
+                                          units=units)}
+        return TrainingHistory(steps=[probed(1, acts=act), probed(50, acts=act)])
+
+    assert rules.dead_relu(history(6, 8), CONFIG) == []
+    (f,) = rules.dead_relu(history(7, 8), CONFIG)
+    assert f.location == {"cell": "se.relu"} and f.evidence["units"] == 8
+    assert f.evidence["lower_bound"] == pytest.approx(0.589, abs=1e-3) and "7 of 8" in f.message
+    assert codes(rules.dead_relu(history(154, 256), CONFIG)) == ["MSD212"]  # 60 %
+    assert rules.dead_relu(history(134, 256), CONFIG) == []  # 52 %: within noise of the threshold
+    raw = dataclasses.replace(CONFIG, dead_unit_z=0.0)  # the raw fraction, as before
+    assert codes(rules.dead_relu(history(6, 8), raw)) == ["MSD212"]
 
 
 def test_activation_exploding_needs_growth_through_the_network():
@@ -259,3 +289,180 @@ def test_diverging_is_quiet_on_a_noisy_healthy_loss_and_still_catches_a_jump_in_
     jumped = data[:120] + [4 * v for v in data[120:]]  # the learning rate jumps at step 121
     (f,) = rules.loss_diverging(losses(jumped), config)
     assert 121 < f.step <= 150
+
+
+# --- "does it still hold": the loss rules' form for the finding lifecycle ----------------------------------------
+
+
+def test_divergence_still_holds_on_a_high_plateau_not_after_a_recovered_spike():
+    config = DoctorConfig()  # loss_window 20, rolling median over 10 steps
+    falling = [2.3 - 0.01 * i for i in range(30)]
+    spike = falling + [15.0] * 30 + [2.0 - 0.01 * i for i in range(60)]  # warm-up spike, recovered
+    (f,) = rules.loss_diverging(losses(spike), config)  # it was diverging at the spike...
+    assert 30 < f.step <= 60
+    assert rules.loss_still_diverged(losses(spike), config) == []  # ...and no longer is
+    plateau = falling + [6.0] * 80  # diverged, then stuck high: still open
+    assert rules.loss_diverging(losses(plateau), config) and rules.loss_still_diverged(losses(plateau), config)
+    trend = [1.0, 0.5, 0.4, 0.5, 0.55, 0.6, 0.7, 0.79] + [0.79] * 10  # rose by 98 %, stays there (under 2x)
+    assert codes(rules.loss_still_diverged(losses(trend), RAW)) == ["MSD202"]
+
+
+def test_oscillation_and_exploding_gradient_judged_at_the_end():
+    swing_then_calm = [2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0] + [0.5] * 6
+    assert codes(rules.loss_oscillating(losses(swing_then_calm), CONFIG)) == ["MSD204"]
+    assert rules.loss_oscillating(losses(swing_then_calm), CONFIG, latest=True) == []
+    assert codes(rules.loss_oscillating(losses([2.0, 1.0] * 5), CONFIG, latest=True)) == ["MSD204"]
+    spike = TrainingHistory(steps=[probed(i, {"w": v}) for i, v in enumerate([1.0, 100.0, 1.0, 1.2], 1)])
+    assert codes(rules.exploding_gradient(spike, CONFIG)) == ["MSD208"]
+    assert rules.exploding_gradient(spike, CONFIG, latest=True) == []
+    assert codes(rules.exploding_gradient(spike, dataclasses.replace(CONFIG, exploding_grad_ratio=1.1),
+                                          latest=True)) == ["MSD208"]
+
+
+def test_every_transient_code_has_a_current_rule_and_nothing_else_does():
+    transient = {"MSD202", "MSD203", "MSD204", "MSD207", "MSD208", "MSD209", "MSD210", "MSD211", "MSD212", "MSD213",
+                 "MSD216"}
+    assert set(rules.CURRENT_RULES) == transient
+
+
+# --- probe rules at any probe_every ------------------------------------------------------------------------------
+
+
+def test_probe_rules_see_probes_200_steps_apart():
+    """Issue 13: a fixed 64-step look-back found one probe at probe_every=200, so no probe rule ever fired."""
+    dead = {"relu": ActivationStats("relu", 0.0, dead_fraction=1.0, order=0)}
+    steps = [probed(s, {"fc.weight": 0.1}, dead) if s in (1, 200, 400) else StepSignals(step=s, loss=1.0)
+             for s in range(1, 401)]
+    (f,) = rules.dead_relu(TrainingHistory(steps=steps), CONFIG)
+    assert f.step == 400 and f.location == {"cell": "relu"}
+    alive = {"relu": ActivationStats("relu", 0.3, dead_fraction=0.5, order=0)}
+    steps[199] = probed(200, {"fc.weight": 0.1}, alive)  # healthy at one of the two last probes: quiet
+    assert rules.dead_relu(TrainingHistory(steps=steps), CONFIG) == []
+
+
+# --- MSD115: shifts a normalization cancels -------------------------------------------------------------------------
+
+
+def _cell_probes(grads, steps=(50, 100)):
+    return [StepSignals(step=i, grad_rms=dict(grads), grad_norm=dict(grads), update_abs={n: 0.0 for n in grads},
+                        weight_mean_abs={n: 1e-8 for n in grads}) for i in steps]
+
+
+def test_projection_batchnorm_beta_is_redundant_not_frozen():
+    """MobileNetV3's linear-bottleneck projection BN: beta's gradient 3e-7 of gamma's, |dw| ~ 1e-11 (measured)."""
+    order = ["proj.bn.gamma", "proj.bn.beta"]
+    history = TrainingHistory(steps=_cell_probes({"proj.bn.gamma": 5.4e-3, "proj.bn.beta": 1.3e-9}),
+                              parameter_order=order)
+    history.steps[0].update_abs["proj.bn.gamma"] = history.steps[1].update_abs["proj.bn.gamma"] = 5e-5
+    assert rules.weights_not_updating(history, CONFIG) == []
+    (f,) = rules.redundant_parameter(history, CONFIG)
+    assert f.code == "MSD115" and f.severity.value == "info" and f.location["parameter"] == "proj.bn.beta"
+    assert f.evidence["sibling"] == "proj.bn.gamma" and f.evidence["grad_ratio"] == pytest.approx(1.3e-9 / 5.4e-3)
+    assert "proj.bn.beta" in f.message and "2.4e-07" in f.message
+
+
+def test_a_cell_cut_from_the_loss_is_frozen_not_redundant():
+    order = ["head.bn.gamma", "head.bn.beta"]
+    history = TrainingHistory(steps=_cell_probes({"head.bn.gamma": 0.0, "head.bn.beta": 0.0}), parameter_order=order)
+    assert {f.location["parameter"] for f in rules.weights_not_updating(history, CONFIG)} == set(order)
+    assert rules.redundant_parameter(history, CONFIG) == []
+    # a beta that learns (within 10x of its gamma) is neither
+    learning = TrainingHistory(steps=_cell_probes({"bn.gamma": 5e-3, "bn.beta": 1e-3}), parameter_order=["bn.beta"])
+    assert rules.redundant_parameter(learning, CONFIG) == []
+
+
+# --- MSD207 / MSD210: judged by whether the layer learns ----------------------------------------------------------
+
+
+def _layers(grads, ratios, steps=(50, 100, 150)):
+    """Probed steps with these gradient RMS/norms and update ratios per weight (all 2-D)."""
+    history = TrainingHistory(parameter_order=list(grads), parameter_shapes={n: [4, 4] for n in grads})
+    for step in steps:
+        history.append(StepSignals(step=step, loss=1.0, grad_rms=dict(grads), grad_norm=dict(grads),
+                                   update_ratio=dict(ratios), update_abs={n: 1e-3 for n in grads}))
+    return history
+
+
+def test_a_tiny_gradient_that_still_moves_the_layer_is_not_vanishing():
+    """ConvNeXt under AdamW (mindcv, measured): pointwise convs with RMS |g| 3e-8 move at 0.7-1.1x their peers."""
+    grads = {"stem.weight": 1e-2, "block.pwconv.weight": 3e-8, "block.dwconv.weight": 1e-3, "head.weight": 1e-2}
+    adam = _layers(grads, {n: 1e-3 for n in grads})
+    assert rules.vanishing_gradient(adam, CONFIG) == []
+    sgd = _layers(grads, {**{n: 1e-3 for n in grads}, "block.pwconv.weight": 1e-8})  # moves 1e-5x its peers
+    (f,) = rules.vanishing_gradient(sgd, CONFIG)
+    assert f.location["parameter"] == "block.pwconv.weight" and f.evidence["relative_update"] == pytest.approx(1e-5)
+    unmeasured = _layers(grads, {})  # no update ratios: the gradient alone decides, as before
+    assert codes(rules.vanishing_gradient(unmeasured, CONFIG)) == ["MSD207"]
+
+
+def test_first_to_last_gradient_ratio_also_needs_the_first_layer_to_lag():
+    grads = {"first.weight": 5e-7, "mid.weight": 1e-4, "last.weight": 5e-3}  # first/last 1e-4 < 1e-3
+    lagging = _layers(grads, {"first.weight": 4e-7, "mid.weight": 1e-5, "last.weight": 2.4e-4})  # 1.7e-3x
+    (f,) = rules.vanishing_gradient(lagging, CONFIG)
+    assert f.location["parameter"] == "first.weight" and "first_last_ratio" in f.evidence
+    normalised = _layers(grads, {"first.weight": 2e-4, "mid.weight": 2e-4, "last.weight": 2.4e-4})  # Adam: 0.8x
+    assert rules.vanishing_gradient(normalised, CONFIG) == []
+
+
+def test_update_ratio_too_small_when_the_network_is_slow_or_one_layer_lags_far_behind():
+    grads = {f"l{i}.weight": 1e-2 for i in range(5)}
+    slow = _layers(grads, {n: 5e-5 for n in grads})  # SGD lr=1e-5: every layer
+    assert len(rules.update_ratio_too_small(slow, CONFIG)) == 5
+    healthy = {n: 3e-3 for n in grads}
+    depthwise = _layers(grads, {**healthy, "l2.weight": 5e-5})  # 1.7e-2 of the median: ShuffleNetV2's dwconv
+    assert rules.update_ratio_too_small(depthwise, CONFIG) == []
+    group = _layers(grads, {**healthy, "l2.weight": 2e-6})  # 7e-4 of the median: its group's lr is 1000x off
+    (f,) = rules.update_ratio_too_small(group, CONFIG)
+    assert f.location["parameter"] == "l2.weight" and "group" in f.suggestion
+
+
+def test_update_ratio_judged_as_at_the_schedules_peak():
+    grads = {f"l{i}.weight": 1e-2 for i in range(3)}
+    annealed = _layers(grads, {n: 5e-6 for n in grads})  # cosine tail: lr at 0.5 % of its peak
+    assert len(rules.update_ratio_too_small(annealed, CONFIG)) == 3  # rate unknown: judged as it is
+    for s in annealed.steps:
+        s.learning_rate = 5e-4
+    annealed.peak_learning_rate = 0.1
+    assert rules.update_ratio_too_small(annealed, CONFIG) == []  # 5e-6 x 200 = 1e-3 at the peak
+
+
+def test_too_few_probes_names_the_rules_that_could_not_judge_and_the_probe_every_that_would():
+    """Issue 13 follow-up: a 16-step run probes step 1 (and, forced, its last step) only; the probe rules that need
+    more probes must say so instead of staying silent."""
+    def run(probed_steps, steps=16):
+        return TrainingHistory(steps=[StepSignals(step=i, loss=1.0, grad_norm={"w": 1.0} if i in probed_steps else {})
+                                      for i in range(1, steps + 1)])
+
+    codes_ = rules.PROBE_CODES
+    assert rules.probes_needed(CONFIG)["MSD212"] == 2 and rules.probes_needed(CONFIG)["MSD210"] == 4
+    (f,) = rules.too_few_probes(run({1, 16}), CONFIG, codes_)
+    assert f.code == "MSD002" and f.location == {"check": "probe-count"}
+    assert f.evidence["codes"] == ["MSD210", "MSD211"] and f.evidence["probed_steps"] == 2
+    assert "probe_every=4" in f.message and "steps 1, 16" in f.message
+    (one,) = rules.too_few_probes(run({1}, steps=3), CONFIG, codes_)
+    assert {"MSD207", "MSD212", "MSD210"} <= set(one.evidence["codes"]) and "train at least 4 steps" in one.message
+    assert rules.too_few_probes(run({1, 5, 10, 15}), CONFIG, codes_) == []  # enough for every rule
+    assert rules.too_few_probes(run({1, 16}), CONFIG, ("MSD212",)) == []  # MSD210/211 ignored by the user
+
+
+def test_update_ratio_judged_as_at_the_peak_of_the_parameters_own_learning_rate_group():
+    """mindyolo's recipe: biases warm down from lr 0.1, weights warm up to 0.01, then both decay. Scaled by the
+    optimizer's peak (the bias group's), a weight group whose own rate is 1000x too small looked healthy."""
+    grads = {f"l{i}.weight": 1e-2 for i in range(3)}
+
+    def history(weight_ratio, weight_rates):
+        h = _layers({**grads, "l0.bias": 1e-2}, {**{n: weight_ratio for n in grads}, "l0.bias": 1e-3})
+        h.parameter_shapes["l0.bias"] = [4]
+        h.lr_groups = {**{n: 0 for n in grads}, "l0.bias": 1}
+        for s, rate in zip(h.steps, weight_rates):
+            s.group_learning_rates = [rate, 1e-3]
+            s.learning_rate = max(rate, 1e-3)
+        h.group_peak_learning_rates, h.peak_learning_rate = [max(weight_rates), 1.0], 1.0
+        return h
+
+    stuck = history(5e-6, [1e-5] * 3)  # the weights' own rate is constant and tiny
+    assert len(rules.update_ratio_too_small(stuck, CONFIG)) == 3
+    assert "peak" not in rules.update_ratio_too_small(stuck, CONFIG)[0].message  # not lowered by its schedule
+    decayed = history(5e-6, [1e-4, 1e-4, 1e-4])  # ...at 1 % of its own peak 1e-2 (the peak was taken earlier)
+    decayed.group_peak_learning_rates[0] = 1e-2
+    assert rules.update_ratio_too_small(decayed, CONFIG) == []

@@ -117,14 +117,19 @@ PREDICATES: dict[str, Callable[[list[Finding], Any, _Context], str | None]] = {
 }
 
 
-def _match(symptom: Symptom, ctx: _Context) -> str | None:
-    """A short description of how the symptom showed, or None when it did not."""
-    found = ctx.by_code.get(symptom.code)
+def _match(symptom: Symptom, ctx: _Context, still_open: bool = False) -> str | None:
+    """A short description of how the symptom showed, or None when it did not. ``still_open``: judge only the
+    findings whose condition still held at the end (not those the finding lifecycle resolved)."""
+    found = [f for f in ctx.by_code.get(symptom.code, []) if not (still_open and f.resolved)]
     if not found:
         return None
     if symptom.predicate is None:
-        return f"{len(found)} finding(s)" if len(found) > 1 else "present"
-    return PREDICATES[symptom.predicate](found, symptom.argument, ctx)
+        detail = f"{len(found)} finding(s)" if len(found) > 1 else "present"
+    else:
+        detail = PREDICATES[symptom.predicate](found, symptom.argument, ctx)
+    if detail is not None and all(f.resolved for f in found):
+        detail += f" (resolved by step {max(f.evidence['resolved_step'] for f in found)})"
+    return detail
 
 
 # --- results ------------------------------------------------------------------------------------------
@@ -206,6 +211,7 @@ def _symptoms(by_code: dict[str, list[Finding]]) -> list[dict[str, Any]]:
             "code": code,
             "rule": RULES[code].slug if code in RULES else found[0].rule,
             "count": len(found),
+            "resolved": sum(1 for f in found if f.resolved),
             "first_step": min(steps) if steps else None,
             "locations": sorted({f.where for f in found})[:8],
         })
@@ -214,7 +220,9 @@ def _symptoms(by_code: dict[str, list[Finding]]) -> list[dict[str, Any]]:
 
 def _score(cause: Cause, ctx: _Context) -> RankedCause | None:
     matched = [(s, detail) for s in cause.symptoms if (detail := _match(s, ctx)) is not None]
-    if not any(s.key and s.weight > 0 for s, _ in matched):
+    # A cause needs a key symptom that still holds: one that passed (a warm-up spike the loss recovered from)
+    # supports a cause, but is not one on its own.
+    if not any(s.key and s.weight > 0 and _match(s, ctx, still_open=True) is not None for s, _ in matched):
         return None
     score = sum(s.weight for s, _ in matched)
     if score <= 0:

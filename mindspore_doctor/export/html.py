@@ -71,6 +71,8 @@ def _finding_row(f: Finding) -> dict[str, Any]:
         "href": rule_doc_href(f.code),
         "where": f.where,
         "step": "" if f.step is None else f.step,
+        "resolved_step": f.evidence.get("resolved_step") if f.resolved else None,
+        "original_severity": f.evidence.get("original_severity") if f.resolved else None,
         "message": _inline_code(f.message),
         "evidence": _format_evidence(f.evidence),
         "suggestion": _inline_code(f.suggestion),
@@ -111,8 +113,10 @@ class _Charts:
             ax.plot(*zip(*losses), color="#37474f", linewidth=1.4, label="loss")
             seen: set[str] = set()
             for f in marked:
-                color = SEVERITY_COLORS[f.severity.value]
-                ax.axvline(f.step, color=color, linestyle="--", linewidth=1, alpha=0.8)
+                color = SEVERITY_COLORS[_logged_severity(f)]
+                ax.axvline(f.step, color=color, linestyle=":" if f.resolved else "--", linewidth=1, alpha=0.8)
+                if f.resolved:  # the episode: from detection to the step its condition stopped holding
+                    ax.axvspan(f.step, f.evidence["resolved_step"], color=color, alpha=0.08, linewidth=0)
                 if f.code not in seen:
                     ax.annotate(f.code, (f.step, 1), xycoords=("data", "axes fraction"), rotation=90,
                                 va="top", ha="right", fontsize=8, color=color)
@@ -122,6 +126,32 @@ class _Charts:
             ax.grid(alpha=0.3)
 
         return self._svg(draw)
+
+    def timeline(self) -> str | None:
+        """One bar per training finding: from the step it was logged to the step it resolved, or to the end."""
+        last = self.history.steps[-1].step if self.history.steps else None
+        found = [f for f in self.report.findings if f.step is not None and f.code.startswith("MSD2")]
+        if last is None or not found:
+            return None
+        found.sort(key=lambda f: (f.step, f.code, f.where))
+        rows = found[:MAX_HEATMAP_ROWS]
+
+        def draw(fig: Any, ax: Any) -> None:
+            for y, f in enumerate(rows):
+                end = f.evidence["resolved_step"] if f.resolved else last
+                color = SEVERITY_COLORS[_logged_severity(f)]
+                ax.barh(y, max(end - f.step, 0.5), left=f.step, height=0.6, color=color,
+                        alpha=0.35 if f.resolved else 0.9, hatch="//" if f.resolved else None, edgecolor=color)
+                if f.resolved:
+                    ax.annotate("resolved", (end, y), xytext=(3, 0), textcoords="offset points", va="center",
+                                fontsize=7, color="#616161")
+            ax.set_yticks(range(len(rows)), [f"{f.code} {f.where}"[:60] for f in rows], fontsize=7)
+            ax.invert_yaxis()
+            ax.set_xlim(0, last * 1.08 + 1)
+            ax.set_xlabel("step")
+            ax.grid(axis="x", alpha=0.3)
+
+        return self._svg(draw, height=max(1.6, 0.7 + 0.22 * len(rows)))
 
     def grad_heatmap(self) -> str | None:
         steps = [s for s in self.probed if s.grad_norm]
@@ -245,7 +275,11 @@ class _Charts:
 
 
 CHARTS = (
-    ("loss", "Loss", "Loss per step; dashed lines mark the step a finding was raised."),
+    ("loss", "Loss", "Loss per step; dashed lines mark the step a finding was raised; dotted lines and a shaded "
+     "span, a finding that resolved (its condition no longer held from the span's end on)."),
+    ("timeline", "Findings timeline", "Each training finding from the step it was raised, in the colour of the "
+     "severity it was raised with: solid while it holds (to the end of training), hatched up to the step it "
+     "resolved."),
     ("grad_heatmap", "Gradient norms per layer", "log10 of each parameter's gradient L2 norm, first layer on top."),
     ("update_ratio", "Update ratios", "mean|Δw| / mean|w| per step; dotted lines are the MSD210/MSD211 bounds."),
     ("activations", "Activation health", "Fraction of dead (ReLU-like) or saturated (Sigmoid/Tanh) outputs."),
@@ -259,6 +293,11 @@ META_CHARTS = (
       "loss / 10.")),
 )
 """Charts of a ``report.meta`` section, shown only when the report has that section."""
+
+
+def _logged_severity(f: Finding) -> str:
+    """The severity ``f`` had when it was logged (a resolved finding is info now)."""
+    return str(f.evidence.get("original_severity", f.severity.value))
 
 
 def _diagnosis(report: Report, history: TrainingHistory) -> dict[str, Any]:
@@ -276,12 +315,18 @@ def _diagnosis(report: Report, history: TrainingHistory) -> dict[str, Any]:
 
 def render_html(report: Report, history: TrainingHistory | None = None, title: str = "mindspore_doctor report",
                 config: DoctorConfig | None = None) -> str:
-    """The report page as one HTML string (no external resource)."""
+    """The report page as one HTML string (no external resource).
+
+    ``config``: the thresholds the charts draw; by default those the run stored in its report (``meta.config``),
+    else the defaults.
+    """
     import jinja2
     import markupsafe
 
     history = history or TrainingHistory()
-    charts = _Charts(report, history, config or DoctorConfig())
+    stored = report.meta.get("config")
+    config = config or (DoctorConfig.from_values(stored) if isinstance(stored, dict) else DoctorConfig())
+    charts = _Charts(report, history, config)
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("mindspore_doctor", "export/templates"),
         autoescape=True,
@@ -303,9 +348,9 @@ def render_html(report: Report, history: TrainingHistory | None = None, title: s
 
 
 def write_html(report: Report, history: TrainingHistory | None, out_path: str | os.PathLike,
-               title: str = "mindspore_doctor report") -> Path:
+               title: str = "mindspore_doctor report", config: DoctorConfig | None = None) -> Path:
     """Render and write the report atomically; returns the path."""
-    return atomic_write_text(out_path, render_html(report, history, title=title))
+    return atomic_write_text(out_path, render_html(report, history, title=title, config=config))
 
 
 def write_run_report(run_dir: str | os.PathLike, out_path: str | os.PathLike | None = None) -> Path:

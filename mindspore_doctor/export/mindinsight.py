@@ -187,11 +187,14 @@ def lineage_values(report: Report) -> dict[str, int | str]:
     """The custom-lineage columns MindInsight's Model Lineage shows as ``user_defined/<key>``."""
     counts = report.counts()
     worst = max((f.severity for f in report.findings), key=lambda s: s.rank, default=None)
+    resolved = sum(1 for f in report.findings if f.resolved)
     return {
         "doctor_errors": counts[Severity.ERROR.value],
         "doctor_warnings": counts[Severity.WARNING.value],
         "doctor_infos": counts[Severity.INFO.value],
         "doctor_findings": len(report),
+        "doctor_open": counts[Severity.ERROR.value] + counts[Severity.WARNING.value],
+        "doctor_resolved": resolved,
         "doctor_worst_severity": worst.value if worst else "none",
         "doctor_top_codes": ",".join(most_severe_codes(report)) or "none",
     }
@@ -294,14 +297,17 @@ class MindInsightWriter:
             cells = sorted(signals.activations, key=lambda c: signals.activations[c].order)
             self._cells = spread_evenly(cells, max(self.max_layers // 2, 1))
 
-    def write_step(self, signals: StepSignals, report: Report | None = None) -> None:
-        """Buffer one step's signals (and the report's finding counts so far). Cheap: no I/O most steps."""
+    def write_step(self, signals: StepSignals, report: Report | None = None,
+                   episodes: Mapping[str, float] | None = None) -> None:
+        """Buffer one step's signals (and the report's finding counts so far, and ``episodes``: the lifecycle's
+        ``findings/<code>/open|resolved`` counts). Cheap: no I/O most steps."""
         if self.closed:
             return
         self._choose_series(signals)
         scalars = step_scalars(signals, self._layers or (), self._cells or ())
         if report is not None:
             scalars.update(self._finding_counts(report))
+        scalars.update(episodes or {})
         if _finite(signals.loss):
             self._last_loss = float(signals.loss)
         self._last_step = max(self._last_step, int(signals.step))
@@ -350,10 +356,14 @@ class MindInsightWriter:
         os.write(self._fd, data)
         self._last_flush = time.monotonic()
 
-    def close(self, report: Report | None = None, run_info: Mapping[str, Any] | None = None) -> Path | None:
-        """Flush and close the event file; with a report, also write the lineage file. Returns its path."""
+    def close(self, report: Report | None = None, run_info: Mapping[str, Any] | None = None,
+              episodes: Mapping[str, float] | None = None) -> Path | None:
+        """Flush and close the event file; with a report, also write the lineage file. Returns its path.
+
+        The final counts are written at the last step: resolved findings (the lifecycle) count as info there.
+        """
         if report is not None and not self.closed:
-            self._append_scalars(self._last_step, finding_count_scalars(report))
+            self._append_scalars(self._last_step, {**finding_count_scalars(report), **(episodes or {})})
         self.flush()
         if self._fd is not None:
             os.fsync(self._fd)

@@ -199,6 +199,7 @@ def activation_stats(kind: str, sample: np.ndarray, order: int) -> ActivationSta
             stats.dead_fraction = float(off.mean())
             if values.shape[0] >= MIN_BATCH_FOR_UNITS:
                 stats.dead_unit_fraction = float(off.all(axis=0).mean())
+                stats.units = int(values.shape[1])
         if kind in _SLOPE:
             stats.saturated_fraction = float((np.abs(_SLOPE[kind](values)) < SATURATED_SLOPE).mean())
     return stats

@@ -144,15 +144,25 @@ def rank_data_duplication(digests: Mapping[int, Sequence[str] | None], step: int
 
 
 def merge_rank_findings(per_rank: Mapping[int, Sequence[Finding]]) -> list[Finding]:
-    """One finding per (code, location) across ranks; ``location["ranks"]`` says where it was seen."""
-    merged: dict[tuple, Finding] = {}
+    """One finding per (code, location) across ranks; ``location["ranks"]`` says where it was seen.
+
+    The finding lifecycle merges too: a transient finding still open on any rank is open (that rank's copy, with
+    ``evidence["resolved_on_ranks"]`` when others saw it pass); it is resolved only when it resolved on every rank
+    that raised it, from the latest ``resolved_step`` among them.
+    """
+    copies: dict[tuple, list[tuple[int, Finding]]] = {}
     for rank, findings in sorted(per_rank.items()):
         for finding in findings:
-            seen_on = finding.location.get("ranks", [rank])
             key = (finding.code, tuple(sorted((k, str(v)) for k, v in finding.location.items() if k != "ranks")))
-            if key not in merged:
-                merged[key] = Finding.from_dict(finding.to_dict())
-                merged[key].location["ranks"] = sorted(set(seen_on))
-            else:
-                merged[key].location["ranks"] = sorted(set(merged[key].location["ranks"]) | set(seen_on))
-    return list(merged.values())
+            copies.setdefault(key, []).append((rank, finding))
+    merged = []
+    for found in copies.values():
+        still_open = [f for _, f in found if not f.resolved]
+        chosen = still_open[0] if still_open else max((f for _, f in found), key=lambda f: f.evidence["resolved_step"])
+        finding = Finding.from_dict(chosen.to_dict())
+        finding.location["ranks"] = sorted({r for rank, f in found for r in f.location.get("ranks", [rank])})
+        passed = sorted({rank for rank, f in found if f.resolved})
+        if still_open and passed:
+            finding.evidence["resolved_on_ranks"] = passed
+        merged.append(finding)
+    return merged

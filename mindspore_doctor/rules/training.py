@@ -6,6 +6,7 @@ the history, so a finding appears at the step its condition first holds.
 """
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from typing import Callable, Iterable
@@ -34,16 +35,26 @@ def _finite(x: float | None) -> bool:
 
 
 def _recent_probes(history: TrainingHistory, count: int) -> list[StepSignals]:
-    """The last ``count`` probed steps that ran on finite weights.
+    """The last ``count`` probed steps that ran on finite weights, however far apart the probes are.
 
     Once NaN/Inf reached the weights (MSD206), every later statistic is an after-effect: ReLUs output 0,
     gradients read 0; judging them would bury the cause under "dead" and "vanishing" findings. The probe
     whose update made the weights non-finite still counts: its forward and backward ran before the update.
     """
     broken = next((s.step for s in history.steps if any(s.weight_nonfinite.values())), None)
-    probed = [s for s in history.steps[-(count * 64 + 64):]
-              if (s.grad_norm or s.activations) and (broken is None or s.step <= broken)]
-    return probed[-count:]
+    probed: list[StepSignals] = []
+    for s in reversed(history.steps):  # from the end: cheap at any probe_every, and never misses a probe
+        if (s.grad_norm or s.activations) and (broken is None or s.step <= broken):
+            probed.append(s)
+            if len(probed) == count:
+                break
+    return probed[::-1]
+
+
+def _persistent(history: TrainingHistory, config: DoctorConfig, measured: str) -> list[StepSignals]:
+    """The last ``persistent_probes`` probes that measured the signal field ``measured``; [] when fewer did."""
+    probes = [p for p in _recent_probes(history, config.persistent_probes) if getattr(p, measured)]
+    return probes if len(probes) >= config.persistent_probes else []
 
 
 def _converged(history: TrainingHistory, step: int, config: DoctorConfig) -> bool:
@@ -93,6 +104,20 @@ def _rolling_median(values: list[float], width: int) -> list[float]:
     return [statistics.median(values[max(0, i - width + 1) : i + 1]) for i in range(len(values))]
 
 
+def _smoothed_losses(history: TrainingHistory, config: DoctorConfig) -> tuple[list[int], list[float], float, float]:
+    """(steps, rolling-median losses, per-step noise, smallest rise that counts) for MSD202."""
+    raw = _finite_losses(history)
+    steps = [step for step, _ in raw]
+    values = [v for _, v in raw]
+    smooth = _rolling_median(values, config.diverge_smoothing)
+    noise = 1.4826 * statistics.median(abs(v - m) for v, m in zip(values, smooth)) if values else 0.0  # MAD -> std
+    min_rise = max(config.diverge_min_rise * abs(smooth[0]), config.diverge_noise * noise) if smooth else 0.0
+    return steps, smooth, noise, min_rise
+
+
+_DIVERGING_FIX = "Lower the learning rate (try 10x smaller), add a warm-up, or clip gradients."
+
+
 def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     """Loss >= diverge_factor x its running minimum for a window, or a steady rise above that minimum.
 
@@ -101,16 +126,8 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
     ``diverge_min_rise`` of the initial loss, so jitter of a loss already near zero is not divergence, and
     ``diverge_noise`` robust standard deviations of the per-step loss, so a noisy loss's swings are not either.
     """
-    raw = _finite_losses(history)
+    steps, smooth, noise, min_rise = _smoothed_losses(history, config)
     w = config.loss_window
-    if len(raw) <= w:
-        return []
-    steps = [step for step, _ in raw]
-    values = [v for _, v in raw]
-    smooth = _rolling_median(values, config.diverge_smoothing)
-    noise = 1.4826 * statistics.median(abs(v - m) for v, m in zip(values, smooth))  # MAD -> standard deviation
-    min_rise = max(config.diverge_min_rise * abs(smooth[0]), config.diverge_noise * noise)
-    suggestion = "Lower the learning rate (try 10x smaller), add a warm-up, or clip gradients."
     running_min = math.inf  # minimum of the smoothed losses before the current window
     for end in range(w, len(smooth)):
         running_min = min(running_min, smooth[end - w])
@@ -129,7 +146,7 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
                     f"({running_min:.4g}) for {w} steps, up to {loss:.4g} at step {step}: training is diverging.",
                     step=step,
                     evidence=evidence,
-                    suggestion=suggestion,
+                    suggestion=_DIVERGING_FIX,
                 )
             ]
         if window_min <= running_min:
@@ -145,44 +162,65 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
                     "training is diverging.",
                     step=step,
                     evidence={**evidence, "trend_rise": rise, "up_fraction": up},
-                    suggestion=suggestion,
+                    suggestion=_DIVERGING_FIX,
                 )
             ]
     return []
 
 
-def loss_not_decreasing(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
-    losses = _finite_losses(history)
+def loss_still_diverged(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    """MSD202 now: the loss has not come back, i.e. its whole last window stays ``min_rise`` above the best loss
+    before it. A high plateau after a divergence stays open; a warm-up spike the loss recovered from does not."""
+    steps, smooth, noise, min_rise = _smoothed_losses(history, config)
     w = config.loss_window
-    if len(losses) < 2 * w:
+    if len(smooth) <= w:
         return []
-    first = statistics.fmean(v for _, v in losses[:w])
-    last = statistics.fmean(v for _, v in losses[-w:])
-    improvement = (first - last) / abs(first) if first else 0.0
-    if improvement >= config.min_improvement:
+    best, window_min = min(smooth[:-w]), min(smooth[-w:])
+    if window_min - best < min_rise:
         return []
-    step = losses[-1][0]
+    return [make_finding("MSD202", f"The loss (rolling median) is still at least {window_min:.4g}, above its best "
+                         f"{best:.4g} by more than {min_rise:.3g}, at step {steps[-1]}.", step=steps[-1],
+                         evidence={"running_min": best, "window_min": window_min, "window": w, "loss_noise": noise},
+                         suggestion=_DIVERGING_FIX)]
+
+
+def loss_not_decreasing(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    """The loss stays within ``min_improvement`` of its first window over each of the last ``plateau_windows``
+    windows: one window without progress is a healthy net still on its initial plateau, not a stuck one."""
+    values = [v for _, v in _finite_losses(history)]
+    w, k = config.loss_window, config.plateau_windows
+    if len(values) < (k + 1) * w:
+        return []
+    first = statistics.fmean(values[:w])
+    means = [statistics.fmean(values[len(values) - (i + 1) * w : len(values) - i * w]) for i in range(k)]
+    gains = [(first - m) / abs(first) if first else 0.0 for m in means]
+    if max(gains) >= config.min_improvement:
+        return []
+    last, improvement = means[0], gains[0]
     return [
         make_finding(
             "MSD203",
-            f"The mean loss over the last {w} steps ({last:.4g}) is "
-            + (f"only {improvement:.1%} below" if improvement >= 0 else f"{last / first:.3g}x" if first > 0 else "above")
-            + f" the first {w} steps ({first:.4g}); expected at least {config.min_improvement:.0%} lower.",
-            step=step,
-            evidence={"first_window_mean": first, "last_window_mean": last, "improvement": improvement, "window": w},
+            f"The mean loss of each of the last {k} windows of {w} steps is less than {config.min_improvement:.0%} "
+            f"below the first {w} steps ({first:.4g}); now {last:.4g} ("
+            + (f"{improvement:.1%} lower" if improvement >= 0 else f"{last / first:.3g}x" if first > 0 else "above")
+            + ").",
+            step=_finite_losses(history)[-1][0],
+            evidence={"first_window_mean": first, "last_window_mean": last, "improvement": improvement,
+                      "best_improvement": max(gains), "window": w, "windows": k},
             suggestion="Check that the optimizer holds the network's parameters and that the learning rate is not "
             "tiny (MSD210), the labels match the inputs, and the loss is wired to the logits (MSD107).",
         )
     ]
 
 
-def loss_oscillating(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+def loss_oscillating(history: TrainingHistory, config: DoctorConfig, latest: bool = False) -> list[Finding]:
+    """Sign-alternating loss swings over a window; ``latest``: judge the last window only (is it still so)."""
     losses = _finite_losses(history)
     w = config.loss_window
     if len(losses) < w + 1:
         return []
     scale = abs(losses[0][1]) or 1.0
-    for end in range(w, len(losses)):
+    for end in range(len(losses) - 1 if latest else w, len(losses)):
         window = [v for _, v in losses[end - w : end + 1]]
         diffs = [b - a for a, b in zip(window, window[1:])]
         flips = sum(1 for a, b in zip(diffs, diffs[1:]) if a * b < 0) / max(1, len(diffs) - 1)
@@ -284,7 +322,30 @@ def nonfinite_tensor(history: TrainingHistory, config: DoctorConfig) -> list[Fin
     return []
 
 
+def _learning_peers(history: TrainingHistory, probe: StepSignals) -> float | None:
+    """The update ratio the network's learning layers reach at ``probe``: the upper quartile over its weights."""
+    ratios = sorted(v for n, v in probe.update_ratio.items() if _is_weight(history, n) and _finite(v))
+    return ratios[round(0.75 * (len(ratios) - 1))] if ratios else None
+
+
+def _relative_update(probes: list[StepSignals], name: str,
+                     reference: Callable[[StepSignals], float | None]) -> float | None:
+    """Median over ``probes`` of ``name``'s update ratio / ``reference``'s; None when no probe measured both."""
+    fractions = [p.update_ratio[name] / ref for p in probes
+                 if _finite(p.update_ratio.get(name)) and _finite(ref := reference(p)) and ref > 0]
+    return statistics.median(fractions) if fractions else None
+
+
+def _cannot_learn(relative: float | None, config: DoctorConfig) -> bool:
+    """A small gradient matters when the layer's updates fall behind too (or were not measured). Adam-family
+    optimizers normalise the gradient's scale away, and a layer scale (ConvNeXt's gamma = 1e-6) makes it small by
+    design: such a layer moves as fast as its peers, it learns."""
+    return relative is None or relative < config.vanishing_update_fraction
+
+
 def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    """A weight's RMS gradient below ``vanishing_grad_mean``, or the first layer's gradient norm below
+    ``vanishing_grad_ratio`` of the last's, on ``persistent_probes`` probes, while its updates lag behind."""
     probes = _recent_probes(history, config.persistent_probes)
     if len(probes) < config.persistent_probes or not probes[-1].grad_rms:
         return []
@@ -296,32 +357,44 @@ def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[F
         if not _is_weight(history, name):
             continue
         values = [p.grad_rms.get(name) for p in probes]
-        if all(_finite(v) and v < config.vanishing_grad_mean for v in values):
-            found.append(
-                make_finding(
-                    "MSD207",
-                    f"Gradients of `{name}` vanish: RMS |g| = {values[-1]:.3g} < {config.vanishing_grad_mean:g} "
-                    f"on the last {len(probes)} probed steps.",
-                    location=_param_location(name),
-                    step=last.step,
-                    evidence={"grad_rms": values[-1], "threshold": config.vanishing_grad_mean},
-                    suggestion="Use ReLU-family activations or residual connections, He/Glorot init, "
-                    "normalisation layers; check nothing cuts the gradient (stop_gradient, integer casts).",
-                )
+        if not all(_finite(v) and v < config.vanishing_grad_mean for v in values):
+            continue
+        relative = _relative_update(probes, name, lambda p: _learning_peers(history, p))
+        if not _cannot_learn(relative, config):
+            continue
+        lag = "" if relative is None else f", and it moves {relative:.2g}x as fast as the network's learning layers"
+        found.append(
+            make_finding(
+                "MSD207",
+                f"Gradients of `{name}` vanish: RMS |g| = {values[-1]:.3g} < {config.vanishing_grad_mean:g} "
+                f"on the last {len(probes)} probed steps{lag}.",
+                location=_param_location(name),
+                step=last.step,
+                evidence={"grad_rms": values[-1], "threshold": config.vanishing_grad_mean,
+                          "relative_update": relative},
+                suggestion="Use ReLU-family activations or residual connections, He/Glorot init, "
+                "normalisation layers; check nothing cuts the gradient (stop_gradient, integer casts) and that "
+                "the loss reaches this branch at all (an auxiliary head whose output is dropped, a detection "
+                "level no target is assigned to).",
             )
+        )
     weights = [n for n in history.parameter_order if _is_weight(history, n) and n in last.grad_norm]
     if not found and len(weights) >= 2:
         first, final = weights[0], weights[-1]
         ratios = [p.grad_norm.get(first, 0.0) / p.grad_norm[final] for p in probes if p.grad_norm.get(final)]
-        if len(ratios) == len(probes) and all(_finite(r) and r < config.vanishing_grad_ratio for r in ratios):
+        relative = _relative_update(probes, first, lambda p: p.update_ratio.get(final))
+        if (len(ratios) == len(probes) and all(_finite(r) and r < config.vanishing_grad_ratio for r in ratios)
+                and _cannot_learn(relative, config)):
             found.append(
                 make_finding(
                     "MSD207",
                     f"Gradients vanish towards the input: |g| of the first layer `{first}` is {ratios[-1]:.2g}x "
-                    f"that of the last layer `{final}` (threshold {config.vanishing_grad_ratio:g}).",
+                    f"that of the last layer `{final}` (threshold {config.vanishing_grad_ratio:g})"
+                    + ("." if relative is None else f", and its updates {relative:.2g}x."),
                     location=_param_location(first),
                     step=last.step,
-                    evidence={"first_last_ratio": ratios[-1], "first": first, "last": final},
+                    evidence={"first_last_ratio": ratios[-1], "first": first, "last": final,
+                              "relative_update": relative},
                     suggestion="Add normalisation or residual connections; avoid saturating activations "
                     "(Sigmoid/Tanh) in deep stacks.",
                 )
@@ -329,7 +402,9 @@ def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[F
     return found
 
 
-def exploding_gradient(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+def exploding_gradient(history: TrainingHistory, config: DoctorConfig, latest: bool = False) -> list[Finding]:
+    """The global gradient norm grew > ``exploding_grad_growth``x on 3 probes in a row, or to
+    ``exploding_grad_ratio``x its first value; ``latest``: judge the last probe only (is it still so)."""
     norms = [(s.step, s.global_grad_norm) for s in history.steps if s.grad_norm]
     norms = [(step, n) for step, n in norms if _finite(n)]
     if len(norms) < 2:
@@ -339,6 +414,8 @@ def exploding_gradient(history: TrainingHistory, config: DoctorConfig) -> list[F
     for (_, prev), (step, cur) in zip(norms, norms[1:]):
         growth_run = growth_run + 1 if prev > 0 and cur > config.exploding_grad_growth * prev else 0
         overall = cur / first if first > 0 else 0.0
+        if latest and step != norms[-1][0]:
+            continue
         if growth_run >= 3 or overall > config.exploding_grad_ratio:
             return [
                 make_finding(
@@ -355,32 +432,69 @@ def exploding_gradient(history: TrainingHistory, config: DoctorConfig) -> list[F
     return []
 
 
-def _cancelled_bias(probes: list[StepSignals], name: str) -> bool:
-    """A bias whose gradient is rounding noise (< 1e-5 of its cell's weight gradient) while the weight learns.
+_SHIFT_LEAVES = ("bias", "beta")
+"""Per-channel shift parameters: what a following normalization (batch statistics) subtracts again."""
 
-    That is a Dense/Conv bias feeding a normalisation with batch statistics (BatchNorm subtracts the
-    mean, so the bias cancels): redundant, not frozen. A frozen layer gets no gradient anywhere.
+
+def _cancelled_by_normalization(probes: list[StepSignals], name: str, config: DoctorConfig) -> dict | None:
+    """Evidence when ``name`` is a bias/beta whose gradient is rounding noise while its cell's weight/gamma learns.
+
+    A per-channel constant added before a normalization with batch statistics is removed by it, whatever lies
+    between them that keeps it per-channel constant: a 1x1 conv, a residual add, a concatenation or channel
+    shuffle, pooling (the linear-bottleneck projection BatchNorms of MobileNetV2/V3 and ShuffleNetV2, a conv bias
+    before BatchNorm). Its gradient is then ~0 on every probe (below ``redundant_grad_ratio`` of its sibling's):
+    redundant, not frozen. A frozen or cut-off cell gets no gradient anywhere, the sibling included.
     """
     cell, _, leaf = name.rpartition(".")
-    if leaf != "bias":
-        return False
+    if leaf not in _SHIFT_LEAVES:
+        return None
     siblings = [n for n in probes[-1].grad_rms if n != name and n.rpartition(".")[0] == cell]
+    if not siblings:
+        return None
+    ratios = []
+    for p in probes:
+        own = p.grad_rms.get(name)
+        sibling = max(siblings, key=lambda n: p.grad_rms.get(n, 0.0))
+        other = p.grad_rms.get(sibling, 0.0)
+        if not (_finite(own) and _finite(other) and other > 0 and own < config.redundant_grad_ratio * other):
+            return None
+        ratios.append((own / other, own, sibling, other))
+    ratio, own, sibling, other = max(ratios)
+    return {"grad_rms": own, "sibling": sibling, "sibling_grad_rms": other, "grad_ratio": ratio,
+            "threshold": config.redundant_grad_ratio}
 
-    def cancelled(p: StepSignals) -> bool:
-        own, weight = p.grad_rms.get(name), max((p.grad_rms.get(n, 0.0) for n in siblings), default=0.0)
-        return _finite(own) and _finite(weight) and weight > 0 and own < 1e-5 * weight
 
-    return bool(siblings) and all(cancelled(p) for p in probes)
+def redundant_parameter(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    """MSD115 (dynamic part): a bias/beta that a following normalization cancels: info, once per parameter."""
+    probes = _persistent(history, config, "grad_rms")
+    found = []
+    for name in history.parameter_order if probes else ():
+        evidence = _cancelled_by_normalization(probes, name, config)
+        if evidence is None:
+            continue
+        found.append(
+            make_finding(
+                "MSD115",
+                f"`{name}` is redundant: its gradient is {evidence['grad_ratio']:.2g} of `{evidence['sibling']}`'s "
+                f"(RMS {evidence['grad_rms']:.3g} vs {evidence['sibling_grad_rms']:.3g}) on the last {len(probes)} "
+                "probed steps: a normalization further on removes the per-channel shift it adds, so it cannot "
+                "learn, and need not.",
+                location=_param_location(name),
+                step=probes[-1].step,
+                evidence=evidence,
+                suggestion="Nothing is broken. To drop the dead parameter, build the layer without it "
+                "(has_bias=False before a BatchNorm); its near-zero updates are not a frozen layer (MSD209).",
+            )
+        )
+    return found
 
 
 def weights_not_updating(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
-    probes = [p for p in _recent_probes(history, config.persistent_probes) if p.update_abs]
-    if len(probes) < config.persistent_probes:
-        return []
+    probes = _persistent(history, config, "update_abs")
     found = []
-    for name in history.parameter_order:
-        if _cancelled_bias(probes, name):
-            continue
+    for name in history.parameter_order if probes else ():
+        if _cancelled_by_normalization(probes, name, config) is not None:
+            continue  # MSD115: redundant, not frozen
         rows = [(p.update_abs.get(name), p.weight_mean_abs.get(name, 0.0)) for p in probes]
         if all(d is not None and d <= config.frozen_update_atol + config.frozen_update_rtol * w for d, w in rows):
             found.append(
@@ -405,101 +519,176 @@ def _blown_up(history: TrainingHistory, name: str, config: DoctorConfig) -> bool
                for s in history.steps if s.update_ratio)
 
 
-def _network_update_ratio(history: TrainingHistory, probe: StepSignals) -> float:
+def _network_update_ratio(history: TrainingHistory, ratios: dict[str, float]) -> float:
     """Median update ratio over the weights (rank >= 2) of one probed step; 0 when none was measured."""
-    ratios = [v for n, v in probe.update_ratio.items() if _is_weight(history, n) and _finite(v)]
-    return statistics.median(ratios) if ratios else 0.0
+    weights = [v for n, v in ratios.items() if _is_weight(history, n) and _finite(v)]
+    return statistics.median(weights) if weights else 0.0
 
 
-def _update_ratio_rule(code: str, too_small: bool) -> TrainingRule:
-    def rule(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
-        # The first step of a momentum/Adam optimizer is not representative: the median skips it, wants 3 probes.
-        recent = _recent_probes(history, max(3, config.persistent_probes))
-        probes = [p for p in recent if p.update_ratio and p.step > 1]
-        enough = len(probes) >= max(3, config.persistent_probes)
-        if too_small and (not enough or _converged(history, probes[-1].step, config)):
-            return []
-        bursts = [p for p in recent if _network_update_ratio(history, p) > config.update_ratio_burst]
-        found = []
-        for name in history.parameter_order:
-            if not _is_weight(history, name):
-                continue
-            values = [p.update_ratio.get(name) for p in probes]
-            ratio = statistics.median(values) if enough and all(_finite(v) for v in values) else None
-            if too_small:
-                moved = all(p.update_abs.get(name, 1.0) > config.frozen_update_atol for p in probes)
-                bad = ratio is not None and ratio < config.update_ratio_min and moved and not _blown_up(
-                    history, name, config)
-                bound, what = config.update_ratio_min, f"median of {len(values)} probes"
-            else:
-                # One step that moves the network's weights by a sizeable fraction of themselves is already too
-                # large (Adam's first step moves every weight by about lr): judged on any probe, the first
-                # included, when it holds for most weights. One small-init weight (an output head, an
-                # embedding table) moving by its own size under Adam is normal.
-                burst = max((p.update_ratio[name] for p in bursts if _finite(p.update_ratio.get(name))), default=None)
-                if ratio is not None and ratio > config.update_ratio_max:
-                    bad, bound, what = True, config.update_ratio_max, f"median of {len(values)} probes"
-                else:
-                    ratio, bound, what = burst, config.update_ratio_burst, "in a single probed step"
-                    bad = burst is not None and burst > bound
-            if not bad:
-                continue
-            found.append(
-                make_finding(
-                    code,
-                    f"Updates of `{name}` are {ratio:.2g} of its magnitude per step (mean|dw|/mean|w|, {what}); "
-                    f"healthy is about 1e-3, threshold {bound:g}.",
-                    location=_param_location(name),
-                    step=recent[-1].step,
-                    evidence={"update_ratio": ratio, "threshold": bound},
-                    suggestion=("Raise the learning rate (about 10x) or check weight decay / lr schedule."
-                                if too_small else
-                                "Lower the learning rate (about 10x) or add warm-up; large updates wipe out "
-                                "what the layer learned."),
-                )
+def _rate_and_peak(history: TrainingHistory, probe: StepSignals, name: str) -> tuple[float | None, float | None]:
+    """``name``'s learning rate at ``probe`` and its schedule's peak: its own group's with parameter groups
+    (mindyolo warms the bias group down from 0.1 while the weights warm up to 0.01), else the optimizer's."""
+    group = history.lr_groups.get(name)
+    if group is not None and group < min(len(probe.group_learning_rates), len(history.group_peak_learning_rates)):
+        return probe.group_learning_rates[group], history.group_peak_learning_rates[group]
+    return probe.learning_rate, history.peak_learning_rate
+
+
+def _lr_scale(history: TrainingHistory, probe: StepSignals, name: str) -> float:
+    """How far the schedule had lowered ``name``'s learning rate below its peak at ``probe`` (warm-up, decay); 1
+    when not lowered or not known. Updates scale with the rate: MSD210 judges them as at the peak rate, so the end
+    of a cosine schedule (lr 0.1 -> 1e-5) is not "too small"."""
+    lr, peak = _rate_and_peak(history, probe, name)
+    return peak / lr if _finite(lr) and _finite(peak) and 0 < lr < peak else 1.0
+
+
+def _update_window(config: DoctorConfig) -> int:
+    """Probes after step 1 that MSD210/211 take the median of: the first step of a momentum/Adam optimizer is not
+    representative, and one or two probes are not a trend."""
+    return max(3, config.persistent_probes)
+
+
+def _update_probes(history: TrainingHistory, config: DoctorConfig) -> tuple[list[StepSignals], list[StepSignals], bool]:
+    """(recent probes, those after step 1 with update ratios, whether there are enough of them)."""
+    recent = _recent_probes(history, _update_window(config))
+    probes = [p for p in recent if p.update_ratio and p.step > 1]
+    return recent, probes, len(probes) >= _update_window(config)
+
+
+def _median_ratio(ratios: list[dict[str, float]], name: str) -> float | None:
+    """Median of ``name``'s update ratio over the probes' ``ratios``; None unless every probe measured it."""
+    values = [r.get(name) for r in ratios]
+    return statistics.median(values) if all(_finite(v) for v in values) else None
+
+
+def update_ratio_too_small(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    """MSD210: a weight's updates (median of the recent probes, as at the schedule's peak learning rate) below
+    ``update_ratio_min``, when the network as a whole is that slow (the learning rate is too small), or when this
+    layer lags ``update_ratio_peer_fraction`` behind a network that learns (its own group's rate is off)."""
+    recent, probes, enough = _update_probes(history, config)
+    if not enough or _converged(history, probes[-1].step, config):
+        return []
+    scaled = [{n: v * _lr_scale(history, p, n) for n, v in p.update_ratio.items()} for p in probes]
+    network = statistics.median(_network_update_ratio(history, ratios) for ratios in scaled)
+    found = []
+    for name in history.parameter_order:
+        ratio = _median_ratio(scaled, name) if _is_weight(history, name) else None
+        if ratio is None or ratio >= config.update_ratio_min or _blown_up(history, name, config):
+            continue
+        if not all(p.update_abs.get(name, 1.0) > config.frozen_update_atol for p in probes):
+            continue  # not moving at all: MSD209's case
+        if network >= config.update_ratio_min and ratio >= config.update_ratio_peer_fraction * network:
+            continue  # slower than its peers, but the network learns: a scale-invariant or large-init weight
+        lagging = network >= config.update_ratio_min
+        peak = _rate_and_peak(history, probes[-1], name)[1]
+        at_peak = (f", as at the schedule's peak learning rate {peak:g}"
+                   if any(_lr_scale(history, p, name) != 1.0 for p in probes) else "")
+        found.append(
+            make_finding(
+                "MSD210",
+                f"Updates of `{name}` are {ratio:.2g} of its magnitude per step (mean|dw|/mean|w|, median of "
+                f"{len(probes)} probes{at_peak}); healthy is about 1e-3, threshold {config.update_ratio_min:g}"
+                + (f"; the network's median is {network:.2g}, {network / ratio:.3g}x faster." if lagging else "."),
+                location=_param_location(name),
+                step=recent[-1].step,
+                evidence={"update_ratio": ratio, "threshold": config.update_ratio_min, "network_update_ratio": network},
+                suggestion=("Check this parameter's group: its learning rate (or a huge weight decay) is far below "
+                            "the rest of the network's." if lagging else
+                            "Raise the learning rate (about 10x) or check weight decay / lr schedule."),
             )
-        return found
-
-    return rule
-
-
-update_ratio_too_small = _update_ratio_rule("MSD210", too_small=True)
-update_ratio_too_large = _update_ratio_rule("MSD211", too_small=False)
+        )
+    return found
 
 
-def _persistent_fraction(probes: list[StepSignals], path: str, attribute: str, threshold: float) -> float | None:
-    """The last value of ``attribute`` when it is above ``threshold`` on every probe, else None."""
-    values = [getattr(p.activations[path], attribute) for p in probes if path in p.activations]
-    if len(values) == len(probes) and all(v > threshold for v in values):
+def update_ratio_too_large(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    """MSD211: a weight's updates above ``update_ratio_max`` (median of the recent probes), or a single probe
+    moving most of the network by more than ``update_ratio_burst`` of itself."""
+    recent, probes, enough = _update_probes(history, config)
+    bursts = [p for p in recent if _network_update_ratio(history, p.update_ratio) > config.update_ratio_burst]
+    found = []
+    for name in history.parameter_order:
+        if not _is_weight(history, name):
+            continue
+        ratio = _median_ratio([p.update_ratio for p in probes], name) if enough else None
+        # One step that moves the network's weights by a sizeable fraction of themselves is already too large
+        # (Adam's first step moves every weight by about lr): judged on any probe, the first included, when it
+        # holds for most weights. One small-init weight (an output head, an embedding table) moving by its own
+        # size under Adam is normal.
+        burst = max((p.update_ratio[name] for p in bursts if _finite(p.update_ratio.get(name))), default=None)
+        if ratio is not None and ratio > config.update_ratio_max:
+            bound, what = config.update_ratio_max, f"median of {len(probes)} probes"
+        elif burst is not None and burst > config.update_ratio_burst:
+            ratio, bound, what = burst, config.update_ratio_burst, "in a single probed step"
+        else:
+            continue
+        found.append(
+            make_finding(
+                "MSD211",
+                f"Updates of `{name}` are {ratio:.2g} of its magnitude per step (mean|dw|/mean|w|, {what}); "
+                f"healthy is about 1e-3, threshold {bound:g}.",
+                location=_param_location(name),
+                step=recent[-1].step,
+                evidence={"update_ratio": ratio, "threshold": bound},
+                suggestion="Lower the learning rate (about 10x) or add warm-up; large updates wipe out what the "
+                "layer learned.",
+            )
+        )
+    return found
+
+
+def _lower_bound(fraction: float, units: int, z: float) -> float:
+    """One-sided Wilson lower confidence bound, ``z`` standard errors down, of a fraction measured on ``units``
+    units; the fraction itself when the count is unknown (0) or ``z`` is 0."""
+    if units <= 0 or z <= 0:
+        return fraction
+    spread = z * math.sqrt(fraction * (1.0 - fraction) / units + z * z / (4.0 * units * units))
+    return (fraction + z * z / (2.0 * units) - spread) / (1.0 + z * z / units)
+
+
+def _persistent_fraction(probes: list[StepSignals], path: str, attribute: str, threshold: float,
+                         z: float) -> float | None:
+    """The last value of ``attribute`` when it is above ``threshold`` on every probe, else None. With ``z`` > 0 the
+    fraction counts units (``ActivationStats.units``): its lower confidence bound must be above ``threshold``."""
+    stats = [p.activations[path] for p in probes if path in p.activations]
+    values = [getattr(s, attribute) for s in stats]
+    if len(values) == len(probes) and all(_lower_bound(v, s.units, z) > threshold for v, s in zip(values, stats)):
         return values[-1]
     return None
 
 
-def _activation_fraction_rule(code: str, kinds: tuple[str, ...], criteria: tuple[tuple[str, str, str], ...],
+def _activation_fraction_rule(code: str, kinds: tuple[str, ...], criteria: tuple[tuple[str, str, str, str], ...],
                               fix: str) -> TrainingRule:
-    """``criteria``: (signal attribute, DoctorConfig threshold field, what it means); the first that holds reports."""
+    """``criteria``: (signal attribute, DoctorConfig threshold field, what it means, DoctorConfig field of the
+    confidence ``z`` when the attribute is a fraction of units, else ""); the first that holds reports."""
 
     def rule(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
-        probes = [p for p in _recent_probes(history, config.persistent_probes) if p.activations]
-        if len(probes) < config.persistent_probes:
+        probes = _persistent(history, config, "activations")
+        if not probes:
             return []
         found = []
         for path, stats in probes[-1].activations.items():
             if stats.kind not in kinds:
                 continue
-            for attribute, threshold_field, what in criteria:
+            for attribute, threshold_field, what, z_field in criteria:
                 threshold = getattr(config, threshold_field)
-                value = _persistent_fraction(probes, path, attribute, threshold)
+                z = getattr(config, z_field) if z_field else 0.0
+                value = _persistent_fraction(probes, path, attribute, threshold, z)
                 if value is None:
                     continue
+                evidence = {attribute: value, "threshold": threshold, "kind": stats.kind}
+                counted = ""
+                if z and stats.units:
+                    evidence.update(units=stats.units, lower_bound=_lower_bound(value, stats.units, z))
+                    counted = (f" ({round(value * stats.units)} of {stats.units}, lower confidence bound "
+                               f"{evidence['lower_bound']:.0%})")
                 found.append(
                     make_finding(
                         code,
-                        f"{value:.2%} of `{path}` ({stats.kind}) {what} on the last {len(probes)} probed steps "
-                        f"(threshold {threshold:.1%}).",
+                        f"{value:.2%} of `{path}` ({stats.kind}) {what}{counted} on the last {len(probes)} probed "
+                        f"steps (threshold {threshold:.1%}).",
                         location={"cell": path},
                         step=probes[-1].step,
-                        evidence={attribute: value, "threshold": threshold, "kind": stats.kind},
+                        evidence=evidence,
                         suggestion=fix,
                     )
                 )
@@ -512,15 +701,16 @@ def _activation_fraction_rule(code: str, kinds: tuple[str, ...], criteria: tuple
 dead_relu = _activation_fraction_rule(
     "MSD212",
     ("relu", "relu6"),
-    (("dead_fraction", "dead_relu_fraction", "outputs are <= 0"),
-     ("dead_unit_fraction", "dead_unit_fraction", "units are <= 0 on every sample of the batch (dead units)")),
+    (("dead_fraction", "dead_relu_fraction", "outputs are <= 0", ""),
+     ("dead_unit_fraction", "dead_unit_fraction", "units are <= 0 on every sample of the batch (dead units)",
+      "dead_unit_z")),
     "Lower the learning rate, use He init and a small positive bias, or LeakyReLU/GELU; check the input is "
     "normalised.",
 )
 saturated_activation = _activation_fraction_rule(
     "MSD213",
     ("sigmoid", "tanh"),
-    (("saturated_fraction", "saturated_fraction", "inputs sit in the flat tails (zero gradient)"),),
+    (("saturated_fraction", "saturated_fraction", "inputs sit in the flat tails (zero gradient)", ""),),
     "Normalise the inputs, add BatchNorm/LayerNorm before the activation, use Glorot init or ReLU.",
 )
 
@@ -613,7 +803,63 @@ TRAINING_RULES: list[tuple[tuple[str, ...], TrainingRule]] = [
     (("MSD214",), loss_scale_overflow),
     (("MSD215",), unexpected_initial_loss),
     (("MSD216",), activation_exploding),
+    (("MSD115",), redundant_parameter),
 ]
 
 #: Rules that need the in-graph probes (skipped, MSD002, in sink mode or when probes cannot be installed).
-PROBE_CODES = ("MSD206", "MSD207", "MSD208", "MSD209", "MSD210", "MSD211", "MSD212", "MSD213", "MSD216")
+PROBE_CODES = ("MSD206", "MSD207", "MSD208", "MSD209", "MSD210", "MSD211", "MSD212", "MSD213", "MSD216", "MSD115")
+
+
+def probes_needed(config: DoctorConfig) -> dict[str, int]:
+    """How many probed steps, step 1 included, each probe rule needs before it can judge anything (MSD206/216 judge
+    a single probe)."""
+    persistent = config.persistent_probes
+    updates = _update_window(config) + 1
+    return {"MSD207": persistent, "MSD208": 2, "MSD209": persistent, "MSD210": updates, "MSD211": updates,
+            "MSD212": persistent, "MSD213": persistent, "MSD115": persistent}
+
+
+def too_few_probes(history: TrainingHistory, config: DoctorConfig, codes: Iterable[str]) -> list[Finding]:
+    """MSD002 at the end of training: the probe rules among ``codes`` that never judged, because the run took fewer
+    probed steps than they need (a 16-step run at ``probe_every=50`` probes step 1 and its last step only): silence
+    there is not a clean bill of health."""
+    probed, wanted = [s.step for s in history.probed()], set(codes)
+    missing = {code: n for code, n in probes_needed(config).items() if code in wanted and n > len(probed)}
+    if not missing:
+        return []
+    most, steps = max(missing.values()), len(history.steps)
+    by_count: dict[int, list[str]] = {}
+    for code, n in sorted(missing.items()):
+        by_count.setdefault(n, []).append(code)
+    need = (f"they need {most}" if len(by_count) == 1 else
+            " and ".join(f"{', '.join(c)} need {n}" for n, c in sorted(by_count.items())))
+    advice = (f"pass probe_every={max(1, steps // most)} (or train longer) to judge them" if steps >= most else
+              f"train at least {most} steps to judge them")
+    shown = f" (step{'s' if len(probed) > 1 else ''} {', '.join(map(str, probed))})" if probed else ""
+    return [make_finding(
+        "MSD002",
+        f"{', '.join(sorted(missing))} not judged: {need} probed steps, and this run of {steps} "
+        f"step{'s' if steps != 1 else ''} took {len(probed)}{shown} at probe_every={config.probe_every}; {advice}.",
+        location={"check": "probe-count"},
+        evidence={"codes": sorted(missing), "probed_steps": len(probed), "steps": steps, "needed": missing,
+                  "probe_every": config.probe_every},
+        suggestion=f"Doctor(probe_every={max(1, steps // most)}) probes often enough for a run this short; "
+        "probing does not change the training, it costs time on the probed steps only.")]
+
+
+#: The finding lifecycle: each transient code and the rule that reports which of its findings still hold at the
+#: end of a history. The probe rules judge the latest probes already; the loss rules, which report the first
+#: window anywhere, get their "now" form.
+CURRENT_RULES: dict[str, TrainingRule] = {
+    "MSD202": loss_still_diverged,
+    "MSD203": loss_not_decreasing,
+    "MSD204": functools.partial(loss_oscillating, latest=True),
+    "MSD207": vanishing_gradient,
+    "MSD208": functools.partial(exploding_gradient, latest=True),
+    "MSD209": weights_not_updating,
+    "MSD210": update_ratio_too_small,
+    "MSD211": update_ratio_too_large,
+    "MSD212": dead_relu,
+    "MSD213": saturated_activation,
+    "MSD216": activation_exploding,
+}
