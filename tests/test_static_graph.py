@@ -370,3 +370,269 @@ def test_clean_architectures_trigger_none_of_these_rules(build):
     report = lint(net, loss_fn=loss_fn, optimizer=optimizer, sample_inputs=sample_inputs)
     assert not [f for f in report.findings if f.code in MINE or f.code == "MSD001"], str(report)
     assert not [f for f in report.findings if f.code == "MSD002" and any(c in f.message for c in MINE)]
+
+
+# --- a hand-written loss: its construct is checked too (held-out faults) ------------------------------------------
+
+
+class Mlp(nn.Cell):
+    def __init__(self, outputs=4, last: nn.Cell | None = None):
+        super().__init__()
+        self.body = nn.SequentialCell(nn.Dense(8, 16), nn.ReLU(), nn.Dense(16, outputs))
+        self.last = last or nn.Identity()
+
+    def construct(self, x):
+        return self.last(self.body(x))
+
+
+class MaskedMSE(nn.Cell):
+    """Mean over the observed targets only (0 marks a missing one)."""
+
+    def construct(self, prediction, target):
+        mask = ops.cast(target != 0, prediction.dtype)
+        return ops.div(((prediction - target) ** 2 * mask).sum(), mask.sum())
+
+
+class GuardedMaskedMSE(nn.Cell):
+    def __init__(self, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def construct(self, prediction, target):
+        mask = ops.cast(target != 0, prediction.dtype)
+        squared = ((prediction - target) ** 2 * mask).sum()
+        return ops.div(squared, mask.sum() + self.eps) + squared / ops.maximum(mask.sum(), 1.0)
+
+
+def test_division_in_a_loss_passed_beside_the_network_fires():
+    [finding] = _only(lint(Mlp(), loss_fn=MaskedMSE()), "MSD106")
+    assert finding.location["cell"] == "loss_fn" and finding.location["line"] == _line_of(MaskedMSE, "ops.div(")
+    assert "`mask.sum()` (a sum can be 0)" in finding.message
+
+
+def test_guarded_division_in_a_loss_and_a_loss_inside_the_network_scanned_once():
+    assert not _only(lint(Mlp(), loss_fn=GuardedMaskedMSE()), "MSD106")
+    net = nn.WithLossCell(Mlp(), MaskedMSE())
+    [finding] = _only(lint(net, loss_fn=net._loss_fn), "MSD106")
+    assert finding.location["cell"] == "_loss_fn"
+
+
+def test_division_in_the_loss_is_found_by_the_doctor():
+    from mindspore import dataset as mds
+    from mindspore.train import Model
+
+    from mindspore_doctor import Doctor
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 8)).astype(np.float32)
+    y = np.where(rng.random((32, 4)) < 0.5, rng.standard_normal((32, 4)), 0).astype(np.float32)
+    net = Mlp()
+    doctor = Doctor(select=["MSD106"])
+    Model(net, MaskedMSE(), nn.Adam(net.trainable_params())).train(
+        1, mds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(16), callbacks=[doctor])
+    [finding] = [f for f in doctor.report.findings if f.code == "MSD106"]
+    assert finding.location["cell"] == "loss_fn"
+
+
+class ClampedBCE(nn.Cell):
+    """BCE written by hand, clamped away from 0 and 1; its sigmoid is defined but the logits are clamped."""
+
+    def __init__(self):
+        super().__init__()
+        self.sigmoid = nn.Sigmoid()
+
+    def construct(self, logits, target):
+        p = ops.clamp(logits, 1e-7, 1 - 1e-7)
+        loss = target * ops.log(p) + (1 - target) * ops.log(1 - p)
+        return -loss.mean()
+
+
+class SigmoidClampedBCE(ClampedBCE):
+    def construct(self, logits, target):
+        p = ops.clamp(self.sigmoid(logits), 1e-7, 1 - 1e-7)
+        loss = target * ops.log(p) + (1 - target) * ops.log(1 - p)
+        return -loss.mean()
+
+
+class PenalisedNLL(nn.Cell):
+    """NLL with a confidence penalty; its LogSoftmax is defined but the raw scores reach the NLLLoss."""
+
+    def __init__(self, beta=0.1):
+        super().__init__()
+        self.log_softmax = nn.LogSoftmax(axis=-1)
+        self.nll = nn.NLLLoss()
+        self.beta = beta
+
+    def construct(self, scores, labels):
+        flat = scores.reshape(-1, scores.shape[-1])
+        return self.nll(flat, labels.reshape(-1)) + self.beta * (ops.exp(flat) * flat).sum(-1).mean()
+
+
+class LogSoftmaxPenalisedNLL(PenalisedNLL):
+    def construct(self, scores, labels):
+        flat = self.log_softmax(scores).reshape(-1, scores.shape[-1])
+        return self.nll(flat, labels.reshape(-1)) + self.beta * (ops.exp(flat) * flat).sum(-1).mean()
+
+
+class FunctionalBCE(nn.Cell):
+    def construct(self, logits, target):
+        return ops.binary_cross_entropy(logits.squeeze(-1), target)
+
+
+class SigmoidThenLogitsLoss(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.bce = nn.BCEWithLogitsLoss()
+
+    def construct(self, logits, target):
+        return self.bce(ops.sigmoid(logits), target)
+
+
+class SoftmaxThenCrossEntropy(nn.Cell):
+    def construct(self, logits, labels):
+        probs = ops.softmax(logits / 2.0, axis=-1)
+        return ops.cross_entropy(probs, labels, label_smoothing=0.1)
+
+
+@pytest.mark.parametrize(
+    "outputs, loss, activation, sink, in_loss",
+    [
+        (1, ClampedBCE(), "logits", "log", False),
+        (4, PenalisedNLL(), "logits", "NLLLoss", False),
+        (1, FunctionalBCE(), "logits", "BCELoss", False),
+        (1, SigmoidThenLogitsLoss(), "sigmoid", "BCEWithLogitsLoss", True),
+        (4, SoftmaxThenCrossEntropy(), "softmax", "CrossEntropyLoss", True),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, nn.Cell) else None,
+)
+def test_a_hand_written_loss_is_judged_by_what_it_hands_its_inner_loss(outputs, loss, activation, sink, in_loss):
+    [finding] = _only(lint(Mlp(outputs), loss_fn=loss), "MSD107")
+    assert finding.evidence["output_activation"] == activation and finding.evidence["loss"] == sink
+    assert finding.evidence["applied_in_loss"] is in_loss and finding.location["cell"] == "loss_fn"
+    assert finding.location["file"].endswith("test_static_graph.py")
+    assert finding.message.startswith("`ops." if in_loss else "The network output (`body.2`), passed unchanged")
+
+
+def test_an_activation_defined_in_the_loss_and_never_applied_is_named():
+    [finding] = _only(lint(Mlp(4), loss_fn=PenalisedNLL()), "MSD107")
+    assert finding.location["line"] == _line_of(PenalisedNLL, "self.nll(flat")
+    assert "`PenalisedNLL` defines `self.log_softmax` (LogSoftmax) but never applies it" in finding.message
+    assert finding.suggestion.startswith("Apply `self.log_softmax` in `PenalisedNLL` before `self.nll(")
+    assert finding.evidence["unused_activations"] == ["log_softmax"]
+
+
+class FocalLoss(nn.Cell):
+    """Sigmoid focal loss on logits (RetinaNet style)."""
+
+    def __init__(self, gamma=2.0):
+        super().__init__()
+        self.gamma = gamma
+
+    def construct(self, logits, target):
+        p = ops.sigmoid(logits)
+        ce = ops.binary_cross_entropy_with_logits(logits, target, ops.ones_like(logits), ops.ones_like(logits),
+                                                  reduction="none")
+        p_t = p * target + (1 - p) * (1 - target)
+        return (ce * (1 - p_t) ** self.gamma).mean()
+
+
+class ClampedFocalLoss(nn.Cell):
+    def construct(self, logits, target):
+        p = ops.sigmoid(logits).clamp(1e-6, 1 - 1e-6)
+        return -(target * (1 - p) ** 2 * ops.log(p) + (1 - target) * p ** 2 * ops.log(1 - p)).mean()
+
+
+class GatherNLL(nn.Cell):
+    def construct(self, logits, labels):
+        log_probs = ops.log_softmax(logits, axis=-1)
+        return -ops.gather_elements(log_probs, 1, labels.reshape(-1, 1)).mean()
+
+
+class PickedLogProbability(nn.Cell):
+    def construct(self, logits, labels):
+        probs = ops.softmax(logits / 0.5, axis=-1)
+        picked = (probs * ops.one_hot(labels, 4, 1.0, 0.0)).sum(axis=-1)
+        return -ops.log(picked + 1e-7).mean()
+
+
+class PassThroughNLL(nn.Cell):
+    """Hands the network output (already log-probabilities) to its NLLLoss."""
+
+    def __init__(self):
+        super().__init__()
+        self.nll = nn.NLLLoss()
+
+    def construct(self, log_probs, labels):
+        return self.nll(log_probs, labels)
+
+
+class LogError(nn.Cell):
+    """Regression losses that take logs of shifted or transformed outputs: not probabilities."""
+
+    def construct(self, prediction, target):
+        msle = ((ops.log(prediction + 1) - ops.log(target + 1)) ** 2).mean()
+        return msle + ops.log(ops.cosh(prediction - target)).mean() + ops.log(ops.exp(prediction).mean())
+
+
+def _mindcv_losses():
+    from mindcv.loss import AsymmetricLossMultilabel, BinaryCrossEntropySmooth, CrossEntropySmooth
+
+    return [(4, CrossEntropySmooth(smoothing=0.1)), (4, BinaryCrossEntropySmooth(smoothing=0.1)),
+            (4, AsymmetricLossMultilabel())]
+
+
+@pytest.mark.parametrize(
+    "outputs, loss, last",
+    [
+        (1, SigmoidClampedBCE(), None), (4, LogSoftmaxPenalisedNLL(), None), (4, FocalLoss(), None),
+        (4, ClampedFocalLoss(), None), (4, GatherNLL(), None), (4, PickedLogProbability(), None),
+        (4, PassThroughNLL(), nn.LogSoftmax()), (1, LogError(), None), (1, ClampedBCE(), nn.Sigmoid()),
+        *[(outputs, loss, None) for outputs, loss in _mindcv_losses()],
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, nn.Cell) else None,
+)
+def test_hand_written_losses_that_apply_the_right_activation_are_quiet(outputs, loss, last):
+    report = lint(Mlp(outputs, last), loss_fn=loss)
+    assert not [f for f in report.findings if f.severity.value in ("warning", "error")], str(report)
+
+
+def test_a_probability_output_of_unknown_kind_is_not_guessed():
+    class Normalised(nn.Cell):  # relu(z) / sum(relu(z)): probabilities the tracer cannot name
+        def __init__(self):
+            super().__init__()
+            self.body = Mlp(4)
+
+        def construct(self, x):
+            scores = ops.relu(self.body(x))
+            return scores / (scores.sum(axis=1, keepdims=True) + 1e-6)
+
+    assert not _only(lint(Normalised(), loss_fn=ClampedBCE()), "MSD107")
+
+
+class WeightedLoss(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.weighting = nn.Dense(4, 1)  # meant to weight the samples, never called
+        self.softmax = nn.Softmax()  # no parameters: unused, it changes nothing
+        self.ce = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+
+    def construct(self, logits, labels):
+        return self.ce(logits, labels)
+
+
+def test_a_cell_with_parameters_unused_by_the_loss_fires_at_its_line():
+    [finding] = _only(lint(Mlp(4), loss_fn=WeightedLoss()), "MSD110")
+    assert finding.location["cell"] == "loss_fn.weighting"
+    assert finding.location["line"] == _line_of(WeightedLoss, "self.weighting = ")
+
+
+def test_rule_for_a_hand_written_loss_names_only_the_activation_it_needed():
+    from mindspore_doctor.rules.graph import OutputActivationSignal, loss_activation_findings
+
+    unused = (("sigmoid", "Sigmoid"), ("log_softmax", "LogSoftmax"))
+    signal = OutputActivationSignal("logits", "fc", "log", loss_cell="MyBCE", call="ops.log(p)", unused=unused)
+    [finding] = loss_activation_findings(signal, DoctorConfig())
+    assert "defines `self.sigmoid` (Sigmoid)" in finding.message and "log_softmax" not in finding.message
+    assert finding.evidence["unused_activations"] == ["sigmoid"]
+    for activation in ("sigmoid", "softmax", "unknown"):
+        assert not loss_activation_findings(OutputActivationSignal(activation, "fc", "log"), DoctorConfig())

@@ -238,3 +238,77 @@ def test_dropout_rate_is_read_from_the_primitive_actually_used():
     with_p.set_train(True)
     kept = float((with_p(x).asnumpy() != 0).mean())
     assert 0.03 < kept < 0.2
+
+
+# --- rates and axes held in attributes (held-out fault: a recurrent layer's ops.dropout) ------------------------
+
+
+class UnrolledRecurrentLayer(nn.Cell):
+    """A hand-unrolled recurrent layer: the dropout rate and the attention axis are attributes, not literals."""
+
+    def __init__(self, hidden, recurrent_dropout, attention_axis=-1):
+        super().__init__()
+        self.cell = nn.Dense(hidden, hidden)
+        self.recurrent_dropout = recurrent_dropout
+        self.attention_axis = attention_axis
+
+    def construct(self, x):
+        h = x[:, 0]
+        for t in range(x.shape[1]):
+            h = ops.tanh(self.cell(h) + x[:, t])
+            h = ops.dropout(h, p=self.recurrent_dropout, training=self.training)
+        return ops.softmax(h, axis=self.attention_axis)
+
+
+class StackedRecurrent(nn.Cell):
+    def __init__(self, rates, axes):
+        super().__init__()
+        self.layers = nn.CellList([UnrolledRecurrentLayer(8, r, a) for r, a in zip(rates, axes)])
+
+    def construct(self, x):
+        for layer in self.layers:
+            x = layer(x).expand_dims(1)
+        return x
+
+
+def test_rate_and_axis_held_in_an_attribute_are_read_from_each_instance():
+    report = lint(StackedRecurrent(rates=(0.1, 0.9, 0.9), axes=(-1, -1, 0)))
+    [dropout] = _only(report, "MSD104")  # one site per class and value: layers 1 and 2 both drop 90 %
+    assert dropout.location["cell"] == "layers.1" and dropout.evidence["drop_rate"] == 0.9
+    assert dropout.location["line"] == _line_of(UnrolledRecurrentLayer, "ops.dropout(")
+    assert "p=self.recurrent_dropout" in dropout.message
+    [softmax] = _only(report, "MSD113")
+    assert softmax.location["cell"] == "layers.2" and softmax.evidence["axis"] == 0
+
+
+def test_rate_and_axis_held_in_attributes_near_miss():
+    assert not [f for f in lint(StackedRecurrent(rates=(0.1, 0.3), axes=(-1, 1))).findings if f.code in MINE]
+
+
+ATTRIBUTE_SOURCE = """
+import mindspore.nn as nn
+import mindspore.ops as ops
+
+
+class Layer(nn.Cell):
+    def __init__(self, hidden, rate=0.9, axis=-1):
+        super().__init__()
+        self.fc = nn.Dense(hidden, hidden)
+        self.rate = rate
+        self.axis = axis
+        self.fixed = 0
+        self.changing = 0.9
+
+    def construct(self, x):
+        self.changing = 0.1
+        x = ops.dropout(self.fc(x), p=self.rate) + ops.dropout(x, p=self.changing)
+        return ops.softmax(x, axis=self.axis) + ops.softmax(x, axis=self.fixed)
+"""
+
+
+def test_source_mode_reads_attributes_bound_once_in_init(tmp_path):
+    report = lint_source(_write(tmp_path, ATTRIBUTE_SOURCE))
+    [dropout] = _only(report, "MSD104")  # the default rate=0.9; `self.changing` is rebound in construct
+    assert dropout.location["line"] == 17 and "p=self.rate" in dropout.message
+    [softmax] = _only(report, "MSD113")  # self.fixed = 0; self.axis defaults to -1
+    assert softmax.location["line"] == 18 and "axis=self.fixed" in softmax.message

@@ -108,16 +108,23 @@ def test_train_and_loss_wrappers_are_not_sharing():
 # --- MSD102 frozen-parameter --------------------------------------------------------------
 
 
-def test_one_frozen_weight_is_a_warning_a_frozen_cell_an_error():
+def test_frozen_random_weights_are_an_error_grouped_by_cell():
     net = TwoLayer()
     net.fc1.weight.requires_grad = False
     (partly,) = only(lint(net, select=["MSD102"]), "MSD102")
-    assert partly.severity.value == "warning"
+    assert partly.severity.value == "error" and "random initialisation" in partly.message
     assert where(partly) == {"cell": "fc1", "parameter": "fc1.weight"}
     net.fc1.bias.requires_grad = False
     (whole,) = only(lint(net, select=["MSD102"]), "MSD102")
     assert whole.severity.value == "error" and where(whole) == {"cell": "fc1"}
     assert whole.evidence["parameters"] == ["fc1.weight", "fc1.bias"]
+
+
+def test_frozen_weights_of_unknown_origin_warn_for_part_of_a_cell():
+    net = TwoLayer(weight_init=Normal(0.3))  # no uniform init signature: cannot tell random from loaded
+    net.fc1.weight.requires_grad = False
+    (partly,) = only(lint(net, select=["MSD102"]), "MSD102")
+    assert partly.severity.value == "warning" and partly.evidence["at_init"] == [None]
 
 
 def test_frozen_backbone_is_one_finding_at_its_root():
@@ -194,8 +201,7 @@ def test_badly_scaled_init_fires_with_scheme_and_ratio():
     assert where(found) == {"cell": "0", "parameter": "0.weight"}
     assert found.evidence["scheme"] == "He" and found.evidence["ratio"] > 10
     assert "followed by ReLU" in found.message
-    tiny = nn.SequentialCell(nn.Conv2d(64, 64, 3, weight_init=Normal(1e-4)), nn.BatchNorm2d(64), nn.ReLU(),
-                             nn.Conv2d(64, 8, 3))
+    tiny = nn.SequentialCell(nn.Conv2d(64, 64, 3, weight_init=Normal(1e-4)), nn.ReLU(), nn.Conv2d(64, 8, 3))
     (small,) = only(lint(tiny, select=["MSD109"]), "MSD109")
     assert small.evidence["ratio"] < 0.1 and "below" in small.message
 

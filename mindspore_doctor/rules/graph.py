@@ -32,8 +32,17 @@ class OutputActivationSignal:
     layer: str
     """Cell path (or op) producing the network output."""
     loss: str
-    """Loss class name."""
+    """Loss class name; ``log`` for ``ops.log`` in a hand-written loss."""
     location: dict[str, Any] = field(default_factory=dict)
+    loss_cell: str = ""
+    """A hand-written loss that passes the value on to ``loss`` (its class name), else empty."""
+    call: str = ""
+    """The call in ``loss_cell`` that receives it (``self.nll(log_probs, labels)``)."""
+    in_loss: bool = False
+    """``layer`` is an activation ``loss_cell`` applies itself (not the network output)."""
+    unused: tuple[tuple[str, str], ...] = ()
+    """(attribute, class) of the activations ``loss_cell`` defines and never applies (``("log_softmax",
+    "LogSoftmax")``)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,8 @@ class UnusedMemberSignal:
     """``cell`` or ``parameter``."""
     type_name: str
     location: dict[str, Any] = field(default_factory=dict)
+    discarded: bool = False
+    """construct calls the cell but drops its output (``aux = self.aux_head(h)``, never read)."""
 
 
 @dataclass(frozen=True)
@@ -71,39 +82,66 @@ def division_findings(signals: list[DivisionSignal], config: DoctorConfig) -> li
 
 
 _LOGITS_LOSSES = {"SoftmaxCrossEntropyWithLogits", "CrossEntropyLoss"}
+_MEANT_ACTIVATIONS = {"NLLLoss": {"LogSoftmax"}, "BCELoss": {"Sigmoid", "Softmax"}, "log": {"Sigmoid", "Softmax"}}
+"""The activation a loss needs before it: one its hand-written wrapper defines and never applies is the cause."""
+
+
+def _activation_problem(act: str, loss: str) -> tuple[str, str] | None:
+    """(what is wrong, how to fix it) when ``act`` is the wrong input for ``loss``."""
+    if act == "softmax" and loss in _LOGITS_LOSSES:
+        return (f"ends in Softmax (probabilities) but `{loss}` applies its own softmax to logits: "
+                "the softmax is applied twice, gradients shrink and the loss plateaus.",
+                "Remove the final Softmax from the network (keep it only for inference), or use `nn.NLLLoss` "
+                "after `nn.LogSoftmax`.")
+    if act == "sigmoid" and loss == "BCEWithLogitsLoss":
+        return ("ends in Sigmoid (probabilities) but `BCEWithLogitsLoss` applies its own sigmoid: "
+                "the sigmoid is applied twice and outputs are squashed into (0.5, 0.73).",
+                "Remove the final Sigmoid, or switch the loss to `nn.BCELoss`.")
+    if act == "logits" and loss == "BCELoss":
+        return ("ends in a linear layer (logits) but `BCELoss` expects probabilities in [0, 1]: "
+                "negative or >1 inputs give NaN/garbage losses.",
+                "Use `nn.BCEWithLogitsLoss` on the logits (numerically stable), or add a Sigmoid.")
+    if loss == "NLLLoss" and act in ("logits", "softmax", "sigmoid"):
+        kind = {"logits": "a linear layer (logits)", "softmax": "Softmax (probabilities)", "sigmoid": "Sigmoid"}[act]
+        return (f"ends in {kind} but `NLLLoss` expects log-probabilities (LogSoftmax output): "
+                "the loss is unbounded below and training optimises the wrong objective.",
+                "Add `nn.LogSoftmax(axis=-1)` as the last layer, or use `nn.CrossEntropyLoss` on the logits.")
+    if act == "logits" and loss == "log":
+        return ("ends in a linear layer (logits, of any sign) but `ops.log` needs positive inputs such as "
+                "probabilities: a negative output gives NaN and the loss is not a likelihood.",
+                "Apply `ops.sigmoid` (or `ops.softmax`) before the log, or better use "
+                "`ops.binary_cross_entropy_with_logits` / `ops.cross_entropy` on the logits (numerically stable).")
+    return None
+
+
+def _subject(s: OutputActivationSignal) -> str:
+    if not s.loss_cell:
+        return f"The network output (`{s.layer}`)"
+    if s.in_loss:
+        return f"`{s.layer}`, applied by the loss `{s.loss_cell}` before `{s.call}`,"
+    return f"The network output (`{s.layer}`), passed unchanged by the loss `{s.loss_cell}` to `{s.call}`,"
 
 
 def loss_activation_findings(signal: OutputActivationSignal, config: DoctorConfig) -> list[Finding]:
-    """MSD107: probabilities into a logits loss, or logits into a probability loss."""
-    act, loss = signal.activation, signal.loss
-    problem = None
-    if act == "softmax" and loss in _LOGITS_LOSSES:
-        problem = (f"ends in Softmax (probabilities) but `{loss}` applies its own softmax to logits: "
-                   "the softmax is applied twice, gradients shrink and the loss plateaus.",
-                   "Remove the final Softmax from the network (keep it only for inference), or use `nn.NLLLoss` "
-                   "after `nn.LogSoftmax`.")
-    elif act == "sigmoid" and loss == "BCEWithLogitsLoss":
-        problem = ("ends in Sigmoid (probabilities) but `BCEWithLogitsLoss` applies its own sigmoid: "
-                   "the sigmoid is applied twice and outputs are squashed into (0.5, 0.73).",
-                   "Remove the final Sigmoid, or switch the loss to `nn.BCELoss`.")
-    elif act == "logits" and loss == "BCELoss":
-        problem = ("ends in a linear layer (logits) but `BCELoss` expects probabilities in [0, 1]: "
-                   "negative or >1 inputs give NaN/garbage losses.",
-                   "Use `nn.BCEWithLogitsLoss` on the logits (numerically stable), or add a Sigmoid.")
-    elif loss == "NLLLoss" and act in ("logits", "softmax", "sigmoid"):
-        kind = {"logits": "a linear layer (logits)", "softmax": "Softmax (probabilities)", "sigmoid": "Sigmoid"}[act]
-        problem = (f"ends in {kind} but `NLLLoss` expects log-probabilities (LogSoftmax output): "
-                   "the loss is unbounded below and training optimises the wrong objective.",
-                   "Add `nn.LogSoftmax(axis=-1)` as the last layer, or use `nn.CrossEntropyLoss` on the logits.")
+    """MSD107: probabilities into a logits loss, or logits into a probability loss (or ``ops.log``)."""
+    s = signal
+    problem = _activation_problem(s.activation, s.loss)
     if problem is None:
         return []
+    meant = [(attr, kind) for attr, kind in s.unused if kind in _MEANT_ACTIVATIONS.get(s.loss, ())]
+    evidence = {"output_activation": s.activation, "loss": s.loss, "layer": s.layer}
+    if s.loss_cell:
+        evidence.update(loss_cell=s.loss_cell, call=s.call, applied_in_loss=s.in_loss,
+                        unused_activations=[attr for attr, _ in meant])
     return [
         make_finding(
             "MSD107",
-            f"The network output (`{signal.layer}`) {problem[0]}",
-            location=signal.location,
-            evidence={"output_activation": act, "loss": loss, "layer": signal.layer},
-            suggestion=problem[1],
+            f"{_subject(s)} {problem[0]}"
+            + "".join(f" `{s.loss_cell}` defines `self.{attr}` ({kind}) but never applies it." for attr, kind in meant),
+            location=s.location,
+            evidence=evidence,
+            suggestion=(f"Apply `self.{meant[0][0]}` in `{s.loss_cell}` before `{s.call}`, or: " if meant else "")
+            + problem[1],
         )
     ]
 
@@ -113,12 +151,15 @@ def disconnected_findings(signals: list[UnusedMemberSignal], config: DoctorConfi
     return [
         make_finding(
             "MSD110",
-            f"{s.kind.capitalize()} `{s.name}` ({s.type_name}) is defined but never used by construct: it gets no "
-            "gradient, its weights stay at their initial values and still count in the model size and checkpoint.",
+            f"{s.kind.capitalize()} `{s.name}` ({s.type_name}) is "
+            + ("called by construct but its output is never used" if s.discarded else "defined but never used by construct")
+            + ": it gets no gradient, its weights stay at their initial values and still count in the model size and "
+            "checkpoint.",
             location=s.location,
-            evidence={"kind": s.kind, "type": s.type_name},
-            suggestion=f"Call `{s.name.rsplit('.', 1)[-1]}` in construct if it belongs on the path to the loss, "
-            "or delete it.",
+            evidence={"kind": s.kind, "type": s.type_name, "discarded": s.discarded},
+            suggestion=(f"Use the output of `{s.name.rsplit('.', 1)[-1]}` (return it, or add it to the loss)"
+                        if s.discarded else f"Call `{s.name.rsplit('.', 1)[-1]}` in construct")
+            + " if it belongs on the path to the loss, or delete it.",
         )
         for s in signals
     ]

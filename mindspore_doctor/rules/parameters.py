@@ -35,6 +35,16 @@ RELU_LIKE = frozenset(
 )
 SATURATING = frozenset({"Tanh", "Sigmoid", "Softsign", "HSigmoid", "Hardtanh", "LogSigmoid"})
 
+# How the scale of a layer's output is reset downstream (MSD109), strongest first.
+NORM = "norm"
+"""A normalization follows through linear / ReLU-like ops only: the init scale cancels exactly."""
+ACTIVATION_NORM = "activation-norm"
+"""A normalization follows after a smooth activation (which is near-linear for small inputs)."""
+SOFTMAX = "softmax"
+"""A softmax follows: its output is a distribution whatever the input scale."""
+RESIDUAL = "residual"
+"""The output is added to another path (a skip connection), which carries the signal on."""
+
 FP16_MAX = 65504.0
 
 
@@ -51,8 +61,26 @@ class ParamSignal:
     requires_grad: bool = True
     paths: tuple[str, ...] = ()
     """Every distinct cell path the same Parameter object is reachable under (wrapper aliases removed)."""
+    uses: int | None = None
+    """Calls of its owning cell(s) in one forward pass, from the construct call sites along each path
+    (None: not counted). A cell registered twice but called once (an alias) has 1."""
+    repeated: bool = False
+    """Some cell on its paths is registered twice by one parent (``[block] * 3``, ``self.b = self.a``),
+    rather than handed to distinct cells or bound to several names in one statement (``self.a = self.b = X()``)."""
+    owner_types: tuple[str, ...] = ()
+    """Class names of the distinct cell objects holding it (two for tied embedding/projection weights)."""
     in_optimizer: bool | None = None
     """None when no optimizer was given."""
+    at_init: bool | None = None
+    """Measured for frozen parameters: True when the values still match a MindSpore initializer (constant, or
+    uniform within a known bound with its spread), False when they are trained or loaded values (or the
+    normalization reading the layer's output has trained scale/shift), None when nothing tells."""
+    fixed: bool = False
+    """Frozen, in a layer whose frozen kernel holds deterministic values on a small grid (``arange``, a Sobel
+    kernel): a constant layer by design, neither a random init nor trained values."""
+    key: str = ""
+    """Attribute name on the owning cell; ``cell.key`` is the registration path when the Parameter's name
+    differs from it (a library that names parameters before placing their cells)."""
     all_equal: bool | None = None
     """Every element has the same value (None: not measured)."""
     constant: float | None = None
@@ -62,10 +90,25 @@ class ParamSignal:
     fan_out: int | None = None
     activation: str | None = None
     """Class name of the activation that follows the layer, when it can be seen."""
+    scale_reset: str | None = None
+    """NORM, ACTIVATION_NORM, SOFTMAX or RESIDUAL: what resets the scale of the layer's output on every path
+    it takes (the weakest of them); None when a path reaches the output with nothing in between, or is unknown."""
 
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def location(self) -> dict[str, str]:
+        return parameter_location(self.cell, self.key, self.name)
+
+
+def parameter_location(cell: str, key: str, name: str) -> dict[str, str]:
+    """Where a parameter is: the real cell path, the Parameter's own name (what optimizer groups, checkpoints and
+    the Doctor's probes key on) and, where the two differ, its registration path ``cell.key`` (mindcv names
+    parameters before placing their cells: `0.0.dwconv.weight` lives at `stages.0.0.dwconv.weight`)."""
+    path = f"{cell}.{key}" if cell else key
+    return {"cell": cell, "parameter": name, **({"parameter_path": path} if key and path != name else {})}
 
 
 @dataclass(frozen=True)
@@ -81,11 +124,23 @@ class LrGroup:
 
 
 @dataclass(frozen=True)
+class DecayGroup:
+    """Parameters the optimizer decays by one weight-decay value."""
+
+    label: str
+    value: float
+    parameters: tuple[str, ...] = ()
+    norm_or_bias: tuple[str, ...] = ()
+    """Those of ``parameters`` that are normalization scales/shifts or biases."""
+
+
+@dataclass(frozen=True)
 class OptimizerSignal:
     cls: str
     family: str | None
     """"sgd" (SGD, Momentum, LARS over them), "adam" (Adam, AdamW, Lamb, ...) or None."""
     lr_groups: tuple[LrGroup, ...] = ()
+    decay_groups: tuple[DecayGroup, ...] = ()
     foreign: tuple[str, ...] = ()
     """Names of optimizer parameters that are not objects of the network."""
     foreign_same_name: tuple[str, ...] = ()
@@ -126,23 +181,52 @@ def _allowed(name: str, paths: tuple[str, ...], patterns: tuple[str, ...]) -> bo
     return False
 
 
+def _sharing(p: ParamSignal) -> str | None:
+    """"tied" (an embedding table reused by another layer), "design" (one cell handed to distinct cells or
+    bound to several names in one statement), "repeated" (one object registered twice by the same parent, or
+    an unknown pattern), None (not shared)."""
+    uses = p.uses if p.uses is not None else len(p.paths)
+    if uses < 2:
+        return None  # one call per forward pass: an alias, not sharing
+    if len(set(p.owner_types)) > 1 and any("Embedding" in t for t in p.owner_types):
+        return "tied"
+    return "repeated" if p.repeated or p.uses is None else "design"
+
+
 def shared_parameter(params: list[ParamSignal], config: DoctorConfig) -> list[Finding]:
-    """MSD101: one Parameter object reachable under two or more cell paths."""
+    """MSD101: one Parameter used at two or more call sites of a forward pass.
+
+    Decided by what runs: a cell registered under two names but called once is an alias. Embedding/output
+    tying and one cell deliberately handed to several distinct cells are reported at info.
+    """
     found = []
     for p in params:
-        if len(p.paths) < 2 or _allowed(p.name, p.paths, config.allow_shared):
+        kind = _sharing(p)
+        if kind is None or _allowed(p.name, p.paths, config.allow_shared):
             continue
         listed = ", ".join(f"`{x}`" if x else "<root>" for x in p.paths)
+        uses = p.uses if p.uses is not None else len(p.paths)
+        if kind == "tied":
+            message = (f"Parameter `{p.name}` is tied weights: one table used by {' and '.join(sorted(set(p.owner_types)))} "
+                       f"({listed}). Intended weight tying; both uses update it.")
+        elif kind == "design":
+            message = (f"Parameter `{p.name}` is shared by design: its cell is handed to several cells (or bound to "
+                       f"several names in one statement) and runs {uses} times per forward pass ({listed}); every "
+                       "use updates the same weights.")
+        else:
+            message = (f"Parameter `{p.name}` is one object used at {uses} call sites of the forward pass ({listed}). "
+                       "Every use updates the same weights.")
         found.append(
             make_finding(
                 "MSD101",
-                f"Parameter `{p.name}` is one object shared by {len(p.paths)} cells: {listed}. "
-                "Every use updates the same weights.",
-                location={"cell": p.cell, "parameter": p.name},
-                evidence={"paths": list(p.paths), "shape": list(p.shape)},
+                message,
+                location=p.location,
+                evidence={"paths": list(p.paths), "shape": list(p.shape), "uses": uses, "sharing": kind,
+                          "owners": list(p.owner_types)},
                 suggestion="If the sharing is unintended, build a separate cell for each use (a new instance, "
-                "not the same object or `[cell] * n`); if it is intended (tied embeddings), declare it with "
+                "not the same object or `[cell] * n`); if it is intended, declare it with "
                 f"`allow_shared=[\"{p.name}\"]`.",
+                severity=None if kind == "repeated" else Severity.INFO,
             )
         )
     return found
@@ -181,46 +265,96 @@ def _frozen_groups(params: list[ParamSignal], is_frozen) -> list[tuple[str, list
     return [(cell, members, fully(cell)) for cell, members in groups.items()]
 
 
-def _frozen_findings(params, is_frozen, what: str, fix: str) -> list[Finding]:
+def _shown(names: list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+_FREEZE_FIX = ("Unfreeze them (`param.requires_grad = True`) and build the optimizer from `net.trainable_params()`; "
+               "to fine-tune, load the pretrained checkpoint (`ms.load_param_into_net`) before freezing.")
+
+
+_HELD_FROZEN = ("frozen (requires_grad=False) yet held by the optimizer",
+                "its weight decay still changes {them}: neither trained nor fixed", Severity.ERROR,
+                "Build the optimizer from the trainable parameters only: "
+                "`filter(lambda p: p.requires_grad, net.get_parameters())` or `net.trainable_params()`.")
+
+
+def _judge_frozen(members: list[ParamSignal], whole: bool) -> tuple[str, str, Severity, str]:
+    """(what, consequence, severity, fix) for a group of frozen parameters.
+
+    Freezing random weights never helps (error); freezing loaded weights and leaving them out of the optimizer
+    is transfer learning (info); a frozen parameter the optimizer still holds is inconsistent (error).
+    """
+    if any(p.in_optimizer for p in members):
+        return _HELD_FROZEN
+    states = {p.at_init for p in members}
+    if False in states:
+        return ("frozen (requires_grad=False) with loaded, trained values and left out of the optimizer",
+                "deliberate transfer learning: fixed while the rest trains", Severity.INFO,
+                "Nothing to fix if this is fine-tuning; suppress MSD102 for this cell to hide it.")
+    if True in states:
+        return ("frozen (requires_grad=False) while still at their random initialisation",
+                "{they} will never learn, and pass random features on", Severity.ERROR, _FREEZE_FIX)
+    return ("frozen (requires_grad=False)", "{they} will not learn", Severity.ERROR if whole else Severity.WARNING,
+            "Set `param.requires_grad = True` (and pass `net.trainable_params()` to the optimizer) unless freezing "
+            "is intended; if it is, suppress MSD102 for this cell.")
+
+
+def _judge_fixed(members: list[ParamSignal], whole: bool) -> tuple[str, str, Severity, str]:
+    """A frozen fixed layer (a deterministic kernel) is a constant by design (info), unless the optimizer holds it."""
+    if any(p.in_optimizer for p in members):
+        return _HELD_FROZEN
+    return ("frozen (requires_grad=False) with fixed values on a regular grid (`arange`, a hand-written kernel), "
+            "neither a random init nor trained weights", "a constant layer by design", Severity.INFO,
+            "Nothing to fix if the layer is meant to be constant (mindyolo's DFL projection); suppress MSD102 "
+            "for this cell to hide it.")
+
+
+def _frozen_findings(params: list[ParamSignal], is_frozen, judge) -> list[Finding]:
     found = []
     for cell, members, whole in _frozen_groups(params, is_frozen):
+        what, consequence, severity, fix = judge(members, whole)
         names = [p.name for p in members]
-        shown = ", ".join(f"`{n}`" for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         plural = len(names) > 1
         if whole:
-            text = f"All {len(names)} weight{'s' if plural else ''} of {_path(cell)} {'are' if plural else 'is'} {what} ({shown})"
+            text = f"All {len(names)} weight{'s' if plural else ''} of {_path(cell)} {'are' if plural else 'is'} {what} ({_shown(names)})"
         else:
-            text = f"{shown} in {_path(cell)} {'are' if plural else 'is'} {what}"
+            text = f"{_shown(names)} in {_path(cell)} {'are' if plural else 'is'} {what}"
+        consequence = consequence.format(they="they" if plural else "it", them="them" if plural else "it")
+        location = {**members[0].location, "cell": cell} if not plural else {"cell": cell, "parameter": None}
         found.append(
             make_finding(
                 "MSD102",
-                f"{text}; {'they' if plural else 'it'} will not learn.",
-                location={"cell": cell, "parameter": names[0] if len(names) == 1 else None},
-                evidence={"parameters": names, "count": len(names), "whole_cell": whole},
+                f"{text}; {consequence}.",
+                location=location,
+                evidence={"parameters": names, "count": len(names), "whole_cell": whole,
+                          "at_init": [p.at_init for p in members], "in_optimizer": [p.in_optimizer for p in members]},
                 suggestion=fix,
-                severity=Severity.ERROR if whole else Severity.WARNING,
+                severity=severity,
             )
         )
     return found
 
 
 def frozen_parameter(params: list[ParamSignal], config: DoctorConfig) -> list[Finding]:
-    """MSD102: trainable-looking weights with requires_grad=False, or trainable ones the optimizer does not hold."""
+    """MSD102: trainable-looking weights with requires_grad=False, or trainable ones the optimizer does not hold.
+
+    Frozen fixed layers (a deterministic kernel) are judged apart, so they neither hide nor join the frozen
+    random weights around them.
+    """
     looking = [p for p in params if p.role in TRAINABLE_LOOKING]
-    found = _frozen_findings(
-        looking,
-        lambda p: not p.requires_grad,
-        "frozen (requires_grad=False)",
-        "Set `param.requires_grad = True` (and pass `net.trainable_params()` to the optimizer) unless freezing "
-        "is intended; if it is, suppress MSD102 for this cell.",
-    )
+    found = _frozen_findings([p for p in looking if not p.fixed], lambda p: not p.requires_grad, _judge_frozen)
+    found += _frozen_findings(looking, lambda p: p.fixed, _judge_fixed)
     trainable = [p for p in params if p.role != BUFFER and p.requires_grad and p.in_optimizer is not None]
     found += _frozen_findings(
         trainable,
         lambda p: not p.in_optimizer,
-        "trainable but not held by the optimizer",
-        "Build the optimizer from `net.trainable_params()` of the network you train (after any freezing or "
-        "wrapping), so every trainable parameter is updated.",
+        lambda members, whole: (
+            "trainable but not held by the optimizer",
+            "{they} will not learn: freezing by leaving {them} out of the optimizer is inconsistent with "
+            "requires_grad=True", Severity.ERROR,
+            "Build the optimizer from `net.trainable_params()` of the network you train (after any freezing or "
+            "wrapping), so every trainable parameter is updated; to freeze on purpose set `requires_grad = False`."),
     )
     return found
 
@@ -267,7 +401,7 @@ def zero_initialized_weight(params: list[ParamSignal], config: DoctorConfig) -> 
                 "MSD108",
                 f"Weight `{p.name}` of {p.cell_type} {_path(p.cell)} is {what} at init ({p.size} elements): "
                 "every unit computes the same thing and gets the same gradient, so they never differ.",
-                location={"cell": p.cell, "parameter": p.name},
+                location=p.location,
                 evidence={"value": value, "shape": list(p.shape)},
                 suggestion="Use a random init: drop the explicit `weight_init` (MindSpore's default is "
                 "HeUniform) or pass `weight_init='he_normal'`/`'xavier_uniform'`.",
@@ -293,18 +427,25 @@ def poor_initialization(params: list[ParamSignal], config: DoctorConfig) -> list
 
     A small init of the output layer (the last weight defined) is a deliberate pattern (residual
     forecasters, zero-ish heads): nothing follows it for the signal to vanish through, so only a too
-    large init is reported there.
+    large init is reported there. A layer whose output is normalized further on (through linear or
+    ReLU-like ops) does not pass its init scale on: neither direction is reported. A too small init is
+    also harmless when a smooth activation sits before that normalization, when a softmax follows, or
+    when the output is added to a skip connection that carries the signal past it. A frozen parameter
+    (requires_grad=False) is not judged: its values are loaded, or a constant by design, or random ones that
+    MSD102 already reports; no optimizer starts from them.
     """
     factor = config.init_std_factor
     found = []
-    weights = [p for p in params if p.role == WEIGHT]
+    weights = [p for p in params if p.role == WEIGHT and p.requires_grad]
     output_layer = weights[-1].name if weights else None
     for p in weights:
         if not p.fan_in or not p.fan_out or not p.std or p.all_equal:
             continue
         recommended = _recommended_stds(p)
         low, high = min(recommended.values()), max(recommended.values())
-        if (low / factor <= p.std or p.name == output_layer) and p.std <= high * factor:
+        too_small = p.std < low / factor and p.name != output_layer and p.scale_reset is None
+        too_large = p.std > high * factor and p.scale_reset != NORM
+        if not (too_small or too_large):
             continue
         scheme, target = min(recommended.items(), key=lambda kv: abs(math.log(p.std / kv[1])))
         ratio = p.std / target
@@ -316,7 +457,7 @@ def poor_initialization(params: list[ParamSignal], config: DoctorConfig) -> list
                 f"Weight `{p.name}` of {p.cell_type} {_path(p.cell)}{after} has init std {p.std:.3g}, "
                 f"{max(ratio, 1 / ratio):.0f}x {'above' if ratio > 1 else 'below'} {scheme} ({target:.3g} for "
                 f"fan_in={p.fan_in}, fan_out={p.fan_out}): {direction} with depth.",
-                location={"cell": p.cell, "parameter": p.name},
+                location=p.location,
                 evidence={
                     "std": p.std,
                     "recommended": target,
@@ -334,6 +475,14 @@ def poor_initialization(params: list[ParamSignal], config: DoctorConfig) -> list
     return found
 
 
+def _group_of(label: str, parameters: tuple[str, ...]) -> str:
+    """`` (group 1: `fc.weight` and 3 more)`` for one of several groups, else nothing."""
+    if not label:
+        return ""
+    more = f" and {len(parameters) - 1} more" if len(parameters) > 1 else ""
+    return f" ({label}: `{parameters[0]}`{more})" if parameters else f" ({label})"
+
+
 def learning_rate_out_of_range(opt: OptimizerSignal, config: DoctorConfig) -> list[Finding]:
     """MSD111: the (peak) learning rate of a group outside the sane range of its optimizer family."""
     lo, hi = {"sgd": config.sgd_lr_range, "adam": config.adam_lr_range}[opt.family]
@@ -342,9 +491,7 @@ def learning_rate_out_of_range(opt: OptimizerSignal, config: DoctorConfig) -> li
         if group.peak is None or lo <= group.peak <= hi:
             continue
         high = group.peak > hi
-        of = "" if group.label == "" else f" ({group.label}: `{group.parameters[0]}`" + (
-            f" and {len(group.parameters) - 1} more)" if len(group.parameters) > 1 else ")"
-        ) if group.parameters else f" ({group.label})"
+        of = _group_of(group.label, group.parameters)
         peak = "" if group.kind == "constant" else f"peak of its {group.kind} schedule "
         found.append(
             make_finding(
@@ -362,6 +509,44 @@ def learning_rate_out_of_range(opt: OptimizerSignal, config: DoctorConfig) -> li
                 ),
             )
         )
+    return found
+
+
+def weight_decay_out_of_range(opt: OptimizerSignal, config: DoctorConfig) -> list[Finding]:
+    """MSD116: a group's weight decay far above the usual range of its optimizer family, or a decay above that
+    range on normalization/bias parameters."""
+    limit = {"sgd": config.sgd_weight_decay_max, "adam": config.adam_weight_decay_max}[opt.family]
+    family = "SGD/Momentum" if opt.family == "sgd" else "Adam"
+    found = []
+    for group in opt.decay_groups:
+        evidence = {"weight_decay": group.value, "usual_max": limit, "family": opt.family,
+                    "factor": config.weight_decay_factor, "parameters": list(group.parameters)}
+        location = {"optimizer": opt.cls, "group": group.label or None}
+        if group.value > limit * config.weight_decay_factor:
+            found.append(make_finding(
+                "MSD116",
+                f"{opt.cls}{_group_of(group.label, group.parameters)} weight decay {group.value:g} is "
+                f"{group.value / limit:.0f}x the usual upper end {limit:g} for {family}-family optimizers: the decay "
+                "outweighs the gradient and pulls the weights toward zero (underfitting, shrinking activations).",
+                location=location, evidence=evidence,
+                suggestion=f"Use a weight decay of at most {limit:g} for {opt.cls} (typical: "
+                f"{'1e-4 to 5e-4' if opt.family == 'sgd' else '0.01 to 0.05 with AdamW'}); raise "
+                f"`{opt.family}_weight_decay_max` if this value is deliberate.",
+            ))
+        elif group.value > limit and group.norm_or_bias:
+            shown = ", ".join(f"`{n}`" for n in group.norm_or_bias[:3]) + (
+                f" and {len(group.norm_or_bias) - 3} more" if len(group.norm_or_bias) > 3 else "")
+            found.append(make_finding(
+                "MSD116",
+                f"{opt.cls}{_group_of(group.label, group.parameters)} decays {len(group.norm_or_bias)} "
+                f"normalization/bias parameters ({shown}) by {group.value:g}, above the usual upper end {limit:g} "
+                f"for {family}-family optimizers: it shrinks normalization scales and biases toward zero and "
+                "regularizes nothing.",
+                location={**location, "parameter": group.norm_or_bias[0]},
+                evidence={**evidence, "norm_or_bias": list(group.norm_or_bias)},
+                suggestion="Put BatchNorm/LayerNorm and bias parameters in a group with `'weight_decay': 0.0` "
+                "(mindcv: `weight_decay_filter='norm_and_bias'`), or lower the decay.",
+            ))
     return found
 
 

@@ -7,16 +7,19 @@ cannot be read yields one MSD002 per check and class, and the check goes on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.static.ast_construct import (
+    AttributeValue,
     ClassSource,
     ConstructUnavailable,
+    Decide,
     Resolver,
     class_source,
     module_classes,
+    static_truth,
 )
 
 
@@ -37,6 +40,57 @@ def object_resolver(cell: Any) -> Resolver:
         return type(held).__name__ if held is not None and not isinstance(held, (int, float, str, bool)) else None
 
     return resolve
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def instance_attribute(cell: Any, name: str) -> object:
+    """``self.<name>`` of this instance: a child cell, parameter, primitive or plain value (its own, or a
+    plain class attribute). ``self.training`` is left unknown: it changes with the mode. LookupError when
+    not known."""
+    if name != "training":
+        for store in ("_cells", "_params", "_primitives"):
+            held = cell.__dict__.get(store, {})
+            if name in held:
+                return held[name]
+        if name in cell.__dict__:
+            return cell.__dict__[name]
+        value = getattr(type(cell), name, None)
+        if isinstance(value, _PLAIN) and hasattr(type(cell), name):
+            return value
+    raise LookupError(name)
+
+
+def instance_truth(cell: Any) -> Decide:
+    """``static_truth`` over this instance's attributes (``if self.downsample is not None``,
+    ``if self.use_res_connect``)."""
+    return lambda test: static_truth(test, lambda name: instance_attribute(cell, name))
+
+
+def attribute_values(cell: Any) -> AttributeValue:
+    """``self.<attr>`` -> this instance's plain value (a rate, an axis), None when it holds none."""
+
+    def value(name: str) -> object:
+        try:
+            held = instance_attribute(cell, name)
+        except LookupError:
+            return None
+        return held if isinstance(held, (*_PLAIN, tuple, list)) else None
+
+    return value
+
+
+def source_attributes(tree: Any, file: str) -> Callable[[Any], AttributeValue | None]:
+    """For a call written in a cell class of the file, ``self.<attr>`` -> the literal its ``__init__`` binds
+    (innermost class; see ``ClassSource.attribute_constants``); None outside cell classes."""
+    spans = sorted(((s.line, s.end_line, s.attribute_constants()) for s in module_classes(tree, file)),
+                   key=lambda span: span[1] - span[0])
+
+    def lookup(call: Any) -> AttributeValue | None:
+        return next((values.get for start, end, values in spans if start <= call.lineno <= end), None)
+
+    return lookup
 
 
 def source_resolver(source: ClassSource) -> Resolver:

@@ -11,14 +11,17 @@ mode resolves it from the ``self.<attr> = Call(...)`` lines of ``__init__``.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import textwrap
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 Resolver = Callable[[str], "str | None"]
 """Maps ``self.<attr>`` to the type name of what it holds (``"ReduceSum"``), or None."""
+AttributeValue = Callable[[str], object]
+"""Maps ``self.<attr>`` to the plain value one instance holds (``self.p`` -> 0.9), or None when unknown."""
 
 MODULE_NAMES = frozenset({"ops", "F", "P", "mint", "ms", "mindspore", "nn", "np", "numpy", "C", "msops", "self"})
 DYNAMIC_SELF_ACCESS = frozenset(
@@ -72,6 +75,7 @@ class ClassSource:
     methods: dict[str, list[ast.FunctionDef]] = field(default_factory=dict)
     """Method name -> its definitions along the class hierarchy (own first)."""
     line: int = 0
+    end_line: int = 0
 
     @property
     def construct(self) -> ast.FunctionDef:
@@ -89,11 +93,88 @@ class ClassSource:
                             found[attr] = InitAssignment(attr, callee, node.value, node.lineno)
         return found
 
+    def attribute_constants(self) -> dict[str, object]:
+        """``self.<attr>`` bound once in the class, in ``__init__``, to a literal (number, bool, tuple of ints)
+        or to an ``__init__`` argument with a literal default: all source mode knows of an instance's plain
+        values (a caller may pass another value; the file alone does not say which)."""
+        stores: dict[str, list[ast.AST]] = {}
+        for funcs in self.methods.values():
+            for node in (n for func in funcs for n in ast.walk(func)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                    if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+                for target in (t for top in targets for t in ast.walk(top)):
+                    if isinstance(target, ast.Attribute) and (attr := self_attribute(target)):
+                        stores.setdefault(attr, []).append(node)
+        init = self.methods.get("__init__", [None])[0]
+        if init is None:
+            return {}
+        args = init.args.posonlyargs + init.args.args
+        defaults = dict(zip([a.arg for a in args][len(args) - len(init.args.defaults):], init.args.defaults))
+        defaults.update({a.arg: d for a, d in zip(init.args.kwonlyargs, init.args.kw_defaults) if d is not None})
+        found: dict[str, object] = {}
+        for attr, nodes in stores.items():
+            node = nodes[0]
+            if len(nodes) != 1 or not isinstance(node, ast.Assign) or len(node.targets) != 1 or \
+                    self_attribute(node.targets[0]) != attr or not any(n is node for n in ast.walk(init)):
+                continue
+            value = defaults.get(node.value.id) if isinstance(node.value, ast.Name) else node.value
+            constant = _constant(value)
+            if constant is not None:
+                found[attr] = constant
+        return found
+
+    def bound_together(self) -> list[frozenset[str]]:
+        """Attributes ``__init__`` binds to one object in one statement (``self.a = self.b = Mlp(...)``):
+        sharing stated on purpose."""
+        return [
+            frozenset(attrs)
+            for init in self.methods.get("__init__", [])
+            for node in ast.walk(init)
+            if isinstance(node, ast.Assign) and len(node.targets) > 1
+            for attrs in [{self_attribute(t) for t in node.targets} - {None}]
+            if len(attrs) > 1
+        ]
+
+
+def _constant(node: ast.AST | None) -> object:
+    """A literal number, bool or tuple of ints, else None."""
+    if node is None:
+        return None
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, bool) or _is_number(value) else None
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, old: str) -> None:
+        self.old = old
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        if node.id == self.old:
+            node.id = "self"
+        return node
+
+
+def _as_self(func: ast.FunctionDef) -> ast.FunctionDef:
+    """A copy of ``func`` whose first argument is spelled ``self``: ``construct(s, x)`` and
+    ``construct(cell, x)`` are the same method, and every reader below looks for ``self.<attr>``."""
+    args = func.args.posonlyargs + func.args.args
+    static = any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in func.decorator_list)
+    if not args or args[0].arg == "self" or static:
+        return func
+    renamed = copy.deepcopy(func)
+    first = (renamed.args.posonlyargs + renamed.args.args)[0]
+    _Rename(first.arg).visit(renamed)
+    first.arg = "self"
+    return renamed
+
 
 def _add_methods(source: ClassSource, classdef: ast.ClassDef) -> None:
     for item in classdef.body:
         if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            source.methods.setdefault(item.name, []).append(item)
+            source.methods.setdefault(item.name, []).append(_as_self(item))
 
 
 def _is_library_class(cls: type) -> bool:
@@ -131,7 +212,7 @@ def module_classes(tree: ast.Module, file: str) -> Iterator[ClassSource]:
     """Classes of a parsed file that define ``construct`` (bases from the same file merged in)."""
     classdefs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     for classdef in classdefs.values():
-        source = ClassSource(classdef.name, file, line=classdef.lineno)
+        source = ClassSource(classdef.name, file, line=classdef.lineno, end_line=classdef.end_lineno or 0)
         chain, seen = [classdef], {classdef.name}
         while chain:
             current = chain.pop(0)
@@ -201,17 +282,27 @@ def first_operand(call: ast.Call) -> ast.expr | None:
 
 def literal_number(node: ast.AST | None) -> float | int | tuple | None:
     """A literal int/float/tuple of ints (``-1`` included), else None."""
-    if node is None:
-        return None
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
+    value = _constant(node)
+    return value if _is_number(value) else None
+
+
+def _is_number(value: object) -> bool:
     if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)) or (isinstance(value, tuple) and all(isinstance(v, int) for v in value)):
-        return value
-    return None
+        return False
+    return isinstance(value, (int, float)) or (isinstance(value, tuple) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value))
+
+
+def number(node: ast.AST | None, attribute: AttributeValue | None = None) -> float | int | tuple | None:
+    """A literal number (see ``literal_number``), or ``self.<attr>`` when ``attribute`` knows it holds one:
+    a rate or axis kept in an attribute (``ops.dropout(h, p=self.recurrent_dropout)``)."""
+    value = literal_number(node)
+    attr = self_attribute(node) if node is not None and attribute is not None else None
+    if value is None and attr is not None:
+        held = attribute(attr)  # type: ignore[misc]
+        held = tuple(held) if isinstance(held, list) else held
+        value = held if _is_number(held) else None
+    return value
 
 
 def keyword(call: ast.Call, *names: str) -> ast.expr | None:
@@ -459,28 +550,30 @@ def _is_constructor(name: str) -> bool:
     return name[:1].isupper()
 
 
-def dropout_call(call: ast.Call) -> DropoutCall | None:
-    """``nn.Dropout(keep_prob=0.1)``, ``nn.Dropout(p=0.9)``, ``ops.dropout(x, p=0.9)``... with literal rates."""
+def dropout_call(call: ast.Call, attribute: AttributeValue | None = None) -> DropoutCall | None:
+    """``nn.Dropout(keep_prob=0.1)``, ``nn.Dropout(p=0.9)``, ``ops.dropout(x, p=0.9)``... with literal rates,
+    or rates held in ``self.<attr>`` when ``attribute`` knows the instance's value."""
     name = callee_identifier(call)
     if name is None or norm_name(name) not in ("dropout", "dropout1d", "dropout2d", "dropout3d"):
         return None
     site = dict(line=call.lineno, text=expr_text(call), callee=name)
     if not _is_constructor(name):  # functional: ops.dropout(input, p=0.5, ...)
-        rate = literal_number(argument(call, 1, "p"))
+        rate = number(argument(call, 1, "p"), attribute)
         return DropoutCall(**site, drop_rate=float(rate), via_keep_prob=False) if isinstance(rate, (int, float)) else None
-    p = literal_number(keyword(call, "p"))
+    p = number(keyword(call, "p"), attribute)
     if name != "Dropout":  # nn.Dropout2d(p=0.5)
-        p = literal_number(argument(call, 0, "p"))
+        p = number(argument(call, 0, "p"), attribute)
     if isinstance(p, (int, float)):
         return DropoutCall(**site, drop_rate=float(p), via_keep_prob=False)
-    keep = literal_number(argument(call, 0, "keep_prob"))
+    keep = number(argument(call, 0, "keep_prob"), attribute)
     if isinstance(keep, (int, float)):
         return DropoutCall(**site, drop_rate=round(1.0 - keep, 6), via_keep_prob=True)
     return None
 
 
-def softmax_call(call: ast.Call) -> AxisCall | None:
-    """``nn.Softmax(axis=0)``, ``ops.softmax(x, axis=0)``, ``x.softmax(0)``... with a literal axis."""
+def softmax_call(call: ast.Call, attribute: AttributeValue | None = None) -> AxisCall | None:
+    """``nn.Softmax(axis=0)``, ``ops.softmax(x, axis=0)``, ``x.softmax(0)``... with a literal axis, or one held
+    in ``self.<attr>`` when ``attribute`` knows the instance's value."""
     name = callee_identifier(call)
     if name is None or norm_name(name) not in ("softmax", "logsoftmax"):
         return None
@@ -488,25 +581,33 @@ def softmax_call(call: ast.Call) -> AxisCall | None:
         node = argument(call, 0, "axis", "dim")
     else:
         node = argument(call, 1, "axis", "dim")
-    axis = literal_number(node) if node is not None else -1
+    axis = number(node, attribute) if node is not None else -1
     if axis is None or isinstance(axis, float):
         return None
     return AxisCall(call.lineno, expr_text(call), name, axis, norm_name(name) == "logsoftmax")
 
 
-def batchnorm_call(call: ast.Call) -> BatchNormCall | None:
+def batchnorm_call(call: ast.Call, attribute: AttributeValue | None = None) -> BatchNormCall | None:
+    """``nn.BatchNorm2d(c, use_batch_statistics=True)``, the flag literal or held in ``self.<attr>``."""
     name = callee_identifier(call)
     if name is None or not name.startswith("BatchNorm"):
         return None
     node = keyword(call, "use_batch_statistics")
-    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
-        return BatchNormCall(call.lineno, expr_text(call), name, node.value)
-    return None
+    attr = self_attribute(node) if node is not None and attribute is not None else None
+    fixed = node.value if isinstance(node, ast.Constant) else attribute(attr) if attr is not None else None  # type: ignore[misc]
+    return BatchNormCall(call.lineno, expr_text(call), name, fixed) if isinstance(fixed, bool) else None
 
 
-def find_calls(nodes: list[ast.AST], parse: Callable[[ast.Call], CallSite | None]) -> list:
-    """Every call under ``nodes`` that ``parse`` recognises (``self.x(...)`` calls are left to objects)."""
-    sites = [site for call in calls_in(nodes) if self_attribute(call.func) is None and (site := parse(call))]
+CallParser = Callable[[ast.Call, "AttributeValue | None"], "CallSite | None"]
+"""``dropout_call``, ``softmax_call``...: a call -> its parsed site, or None when not recognised."""
+
+
+def find_calls(nodes: list[ast.AST], parse: CallParser,
+               attribute: Callable[[ast.Call], "AttributeValue | None"] = lambda call: None) -> list:
+    """Every call under ``nodes`` that ``parse`` recognises (``self.x(...)`` calls are left to objects),
+    ``self.<attr>`` operands read through ``attribute(call)``: the values of the instance it runs on."""
+    sites = [site for call in calls_in(nodes)
+             if self_attribute(call.func) is None and (site := parse(call, attribute(call)))]
     return sorted(sites, key=lambda site: site.line)
 
 
@@ -552,3 +653,426 @@ def combines_arguments_elementwise(func: ast.FunctionDef) -> bool:
             if (left & derived[0] and right & derived[1]) or (left & derived[1] and right & derived[0]):
                 return True
     return False
+
+
+LOSS_SINKS = {
+    "nllloss": "NLLLoss", "bceloss": "BCELoss", "binarycrossentropy": "BCELoss",
+    "bcewithlogitsloss": "BCEWithLogitsLoss", "binarycrossentropywithlogits": "BCEWithLogitsLoss",
+    "crossentropyloss": "CrossEntropyLoss", "crossentropy": "CrossEntropyLoss",
+    "softmaxcrossentropywithlogits": "SoftmaxCrossEntropyWithLogits", "log": "log",
+}
+"""Ops (normalised) a hand-written loss hands its prediction to -> the library loss they are; ``log``:
+``ops.log`` (it needs probabilities)."""
+PREDICTION_ACTIVATIONS = frozenset({"sigmoid", "softmax", "logsoftmax"})
+_PREDICTION_PRESERVING = frozenset(
+    {"reshape", "view", "squeeze", "expanddims", "unsqueeze", "flatten", "cast", "astype", "float", "transpose",
+     "permute", "gather", "gatherelements", "gatherd", "gathernd", "sum", "reducesum", "mean", "reducemean",
+     "clip", "clamp", "clipbyvalue", "maximum", "minimum", "stopgradient", "split", "chunk"}
+)
+"""Ops that keep what a value is (logits, probabilities): reshaping, splitting, picking, clipping, summing
+picked entries."""
+
+
+@dataclass(frozen=True)
+class PredictionUse:
+    """A loss's prediction reaching a library loss (or ``ops.log``) inside the loss's construct."""
+
+    line: int
+    call: str
+    """The call that receives it: ``self.nll(log_probs, labels)``."""
+    sink: str
+    """A value of ``LOSS_SINKS``."""
+    applied: tuple[tuple[str, str], ...]
+    """Activations applied on the way, argument first: (normalised op, call text)."""
+
+
+def _is_small(node: ast.expr) -> bool:
+    """An epsilon: a literal of magnitude at most 0.01, or a name spelled ``eps``."""
+    value = literal_number(node)
+    if isinstance(value, (int, float)):
+        return 0 < abs(value) <= 0.01
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return "eps" in name.lower()
+
+
+Paths = Optional[frozenset[tuple[tuple[str, str], ...]]]
+"""Activations applied on each path from a loss's prediction to a value; None: a path not followed."""
+
+
+class _PredictionTrace:
+    """Follows an expression of a loss's construct back to its prediction argument (the first after ``self``,
+    what ``WithLossCell`` passes the network output as) through local names."""
+
+    def __init__(self, func: ast.FunctionDef, resolve: Resolver) -> None:
+        args = func.args.posonlyargs + func.args.args
+        self.argument = args[1].arg if len(args) > 1 else None
+        self.values, self.resolve = LocalValues(func), resolve
+
+    def paths(self, node: ast.expr | None, line: int, depth: int = 0) -> Paths:
+        """The activations applied between the argument and ``node``, one tuple per path that reaches it; empty
+        when ``node`` does not depend on the argument; None when it does through anything else (an ``exp``, a
+        product of the prediction with itself, a helper): what it is then is unknown."""
+        if node is None or depth > 40:
+            return None
+        if isinstance(node, ast.Name):
+            value = self.values.value_of(node.id, line)
+            if value is not None:
+                return self.paths(value, value.lineno, depth + 1)
+            return frozenset({()}) if node.id == self.argument else frozenset()
+        if isinstance(node, ast.Subscript):
+            return self.paths(node.value, line, depth + 1)
+        if isinstance(node, ast.UnaryOp):
+            keeps = isinstance(node.op, (ast.USub, ast.UAdd))
+            return self.paths(node.operand, line, depth + 1) if keeps else frozenset()
+        if isinstance(node, (ast.IfExp, ast.Tuple, ast.List)):
+            parts = [node.body, node.orelse] if isinstance(node, ast.IfExp) else node.elts
+            return self._union(parts, line, depth)
+        if isinstance(node, ast.BinOp):
+            return self._binary(node, line, depth)
+        if isinstance(node, ast.Call):
+            return self._call(node, line, depth)
+        return frozenset()  # constants, attributes, comparisons: not the prediction's values
+
+    def _union(self, nodes: list, line: int, depth: int) -> Paths:
+        found: set = set()
+        for node in nodes:
+            paths = self.paths(node, line, depth + 1)
+            if paths is None:
+                return None
+            found |= paths
+        return frozenset(found)
+
+    def _binary(self, node: ast.BinOp, line: int, depth: int) -> Paths:
+        left, right = self.paths(node.left, line, depth + 1), self.paths(node.right, line, depth + 1)
+        if left is None or right is None or (left and right):
+            return None
+        if not left and not right:
+            return frozenset()
+        keeps = (
+            isinstance(node.op, ast.Mult)  # a mask, a one-hot pick, a scale
+            or (isinstance(node.op, ast.Div) and bool(left))  # a temperature
+            or (isinstance(node.op, (ast.Add, ast.Sub)) and _is_small(node.right if left else node.left))  # + eps
+            or (isinstance(node.op, ast.Sub) and bool(right) and literal_number(node.left) == 1)  # 1 - p
+        )
+        return (left or right) if keeps else None
+
+    def _call(self, node: ast.Call, line: int, depth: int) -> Paths:
+        name = op_name(node, self.resolve)
+        operands = [node.func.value] if _is_receiver_call(node) else []  # type: ignore[attr-defined]
+        operands += [*node.args, *(kw.value for kw in node.keywords)]
+        if name in PREDICTION_ACTIVATIONS:
+            inner = self.paths(first_operand(node), line, depth + 1)
+            return frozenset(path + ((name, expr_text(node)),) for path in inner) if inner else inner
+        found = self._union(operands, line, depth)
+        return found if name in _PREDICTION_PRESERVING or not found else None
+
+
+def prediction_uses(func: ast.FunctionDef, resolve: Resolver) -> list[PredictionUse]:
+    """Where a loss's construct hands its prediction to a library loss (``self.nll(x, y)``, ``ops.nll_loss``,
+    ``ops.binary_cross_entropy``...) or to ``ops.log``, with the activations applied on the way. Left out: a
+    call reached through something not followed, and one reached by paths that disagree on the last
+    activation."""
+    trace = _PredictionTrace(func, resolve)
+    if trace.argument is None:
+        return []
+    uses = []
+    for call in (node for node in ast.walk(func) if isinstance(node, ast.Call)):
+        sink = LOSS_SINKS.get(op_name(call, resolve) or "")
+        paths = trace.paths(first_operand(call), call.lineno) if sink else None
+        if paths and len({path[-1][0] if path else "" for path in paths}) == 1:
+            uses.append(PredictionUse(call.lineno, expr_text(call), sink, min(paths)))  # type: ignore[arg-type]
+    return sorted(uses, key=lambda use: use.line)
+
+
+# --- MSD101 / MSD109: how often construct calls a child, and where a value goes ---------------
+
+
+def held_cells(func: ast.FunctionDef) -> dict[str, tuple[str, str]]:
+    """Local names that hold a child cell: name -> (attr, how), how being "loop" (``for v in self.<attr>``,
+    also through ``enumerate``: one element per step, in order), "item" (``v = self.<attr>[i]``) or
+    "alias" (``v = self.<attr>``)."""
+    held: dict[str, tuple[str, str]] = {}
+    for node in ast.walk(func):
+        if isinstance(node, (ast.For, ast.comprehension)):
+            source, target = node.iter, node.target
+            if isinstance(source, ast.Call) and callee_identifier(source) == "enumerate" and source.args:
+                source = source.args[0]
+                target = target.elts[1] if isinstance(target, ast.Tuple) and len(target.elts) == 2 else None
+            attr = self_attribute(source)
+            if attr and isinstance(target, ast.Name):
+                held[target.id] = (attr, "loop")
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            item = isinstance(value, ast.Subscript)
+            attr = self_attribute(value.value if item else value)
+            if attr:
+                held[node.targets[0].id] = (attr, "item" if item else "alias")
+    return held
+
+
+def _loop_variables(func: ast.FunctionDef, attr: str) -> set[str]:
+    """Local names that call ``self.<attr>`` (or one of its elements) when called."""
+    return {name for name, (held, _) in held_cells(func).items() if held == attr}
+
+
+def _calls_attribute(call: ast.Call, attr: str, loop_names: set[str]) -> bool:
+    """``self.<attr>(...)``, ``self.<attr>[i](...)``, or ``v(...)`` for ``v`` an element iterated from it."""
+    func = call.func
+    if isinstance(func, ast.Subscript):
+        func = func.value
+    return self_attribute(func) == attr or (isinstance(func, ast.Name) and func.id in loop_names)
+
+
+def call_sites(source: ClassSource, attr: str) -> list[tuple[ast.FunctionDef, ast.Call]]:
+    """Every call of ``self.<attr>`` (or of an element of it) in the methods reachable from construct."""
+    return [
+        (func, node)
+        for func in reachable_methods(source)
+        for loop_names in [_loop_variables(func, attr)]
+        for node in ast.walk(func)
+        if isinstance(node, ast.Call) and _calls_attribute(node, attr, loop_names)
+    ]
+
+
+def attribute_loads(source: ClassSource, attr: str) -> list[tuple[ast.FunctionDef, ast.Attribute]]:
+    """Every read of ``self.<attr>`` in the methods reachable from construct."""
+    return [
+        (func, node) for func in reachable_methods(source) for node in ast.walk(func)
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and self_attribute(node) == attr
+    ]
+
+
+def output_discarded(source: ClassSource, attr: str, decide: "Decide | None" = None) -> bool:
+    """Every reference to ``self.<attr>`` in the methods reachable from construct is a call whose result is
+    dropped: a bare expression statement, or assigned to a name nothing reads (``aux = self.aux_head(h)``).
+    With ``decide``, only the branches this instance takes count."""
+    live = {func: live_nodes(func, decide) for func in reachable_methods(source)} if decide is not None else None
+    references = [(f, n) for f, n in attribute_loads(source, attr) if live is None or n in live[f]]
+
+    def dropped(func: ast.FunctionDef, node: ast.Attribute) -> bool:
+        flow = function_flow(func)
+        call = flow.parents.get(node)
+        if not isinstance(call, ast.Call) or call.func is not node:
+            return False
+        statement = flow.parents.get(call)
+        if isinstance(statement, ast.Expr):
+            return True
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+                isinstance(statement.targets[0], ast.Name):
+            name = statement.targets[0].id
+            loop = flow.parents.get(statement)
+            while loop is not None and not isinstance(loop, (ast.For, ast.While)):
+                loop = flow.parents.get(loop)
+            carried = loop is not None and any(  # read by the next iteration
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(loop))
+            readers = flow.readers(name, statement.end_lineno or statement.lineno, live[func] if live else None,
+                                   statement)
+            return not carried and not readers
+        return False
+
+    return bool(references) and all(dropped(func, node) for func, node in references)
+
+
+def call_count(source: ClassSource, attr: str, decide: "Decide | None" = None) -> int:
+    """Calls of ``self.<attr>`` one forward pass through construct makes: call sites summed, helper methods
+    followed, the branches of an ``if``/``else`` (or an early ``return``) counted as alternatives, and only
+    the branch ``decide`` picks when it knows the test's truth for this instance."""
+
+    def taken(test: ast.expr) -> bool | None:
+        return decide(test) if decide is not None else None
+
+    def in_method(name: str, stack: tuple[str, ...]) -> int:
+        func = source.methods[name][0]
+        return statements(func.body, _loop_variables(func, attr), stack + (name,))
+
+    def statements(body: list[ast.stmt], loops: set[str], stack: tuple[str, ...]) -> int:
+        total = 0
+        for index, stmt in enumerate(body):
+            if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[-1], ast.Return):
+                rest = stmt.orelse + body[index + 1:]
+                truth = taken(stmt.test)
+                branches = [statements(b, loops, stack) for b, keep in ((stmt.body, truth is not False),
+                                                                        (rest, truth is not True)) if keep]
+                return total + expression(stmt.test, loops, stack) + max(branches)
+            total += expression(stmt, loops, stack)
+        return total
+
+    def expression(node: ast.AST, loops: set[str], stack: tuple[str, ...]) -> int:
+        if isinstance(node, (ast.If, ast.IfExp)):
+            truth = taken(node.test)
+            body, orelse = (node.body, node.orelse) if isinstance(node, ast.If) else ([node.body], [node.orelse])
+            branches = [statements(b, loops, stack) for b, keep in ((body, truth is not False),
+                                                                    (orelse, truth is not True)) if keep]
+            return expression(node.test, loops, stack) + max(branches)
+        own = 0
+        if isinstance(node, ast.Call):
+            helper = self_attribute(node.func)
+            if _calls_attribute(node, attr, loops):
+                own = 1
+            elif helper in source.methods and helper not in stack:
+                own = in_method(helper, stack)
+        return own + sum(expression(child, loops, stack) for child in ast.iter_child_nodes(node))
+
+    return in_method("construct", ())
+
+
+class FunctionFlow:
+    """Where values go inside one method: each node's parent, and which loads of a local name read
+    which binding of it (by line: a load reads the last binding that ends above it)."""
+
+    def __init__(self, func: ast.FunctionDef) -> None:
+        self.func = func
+        self.parents: dict[ast.AST, ast.AST] = {
+            child: node for node in ast.walk(func) for child in ast.iter_child_nodes(node)
+        }
+        self._loads: dict[str, list[ast.Name]] = {}
+        self._bound: dict[str, list[tuple[int, ast.AST]]] = {}
+        for arg in func.args.posonlyargs + func.args.args + func.args.kwonlyargs:
+            self._bound.setdefault(arg.arg, []).append((func.lineno, func))
+        for node in ast.walk(func):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self._loads.setdefault(node.id, []).append(node)
+            elif isinstance(node, ast.Name):
+                self._bound.setdefault(node.id, []).append((self._binding_line(node), node))
+                if isinstance(self.parents.get(node), ast.AugAssign):  # `x += y` reads x too
+                    self._loads.setdefault(node.id, []).append(node)
+
+    def statement_of(self, node: ast.AST) -> ast.AST:
+        while not isinstance(node, ast.stmt) and node in self.parents:
+            node = self.parents[node]
+        return node
+
+    def _binding_line(self, target: ast.Name) -> int:
+        statement = self.statement_of(target)
+        header = isinstance(statement, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith))
+        return target.lineno if header else getattr(statement, "end_lineno", target.lineno)
+
+    def _branches(self, node: ast.AST) -> dict[ast.AST, str]:
+        """The ``if`` statements around ``node``, each with the branch ("body"/"orelse") it sits in."""
+        found = {}
+        while node in self.parents:
+            parent = self.parents[node]
+            if isinstance(parent, (ast.If, ast.IfExp)) and node is not parent.test:
+                body = parent.body if isinstance(parent.body, list) else [parent.body]
+                found[parent] = "body" if node in body else "orelse"
+            node = parent
+        return found
+
+    def _exclusive(self, a: ast.AST, b: ast.AST) -> bool:
+        """``a`` and ``b`` sit in different branches of one ``if``: never both run."""
+        branches = self._branches(b)
+        return any(branches.get(test, side) != side for test, side in self._branches(a).items())
+
+    def readers(self, name: str, bound_at: int, live: set[ast.AST] | None = None,
+                binding: ast.AST | None = None) -> list[ast.Name]:
+        """Loads of ``name`` that read its binding ending at line ``bound_at`` (the ``binding`` node, when
+        given, also excludes loads and later bindings in the other branch of an ``if`` around it); only the
+        ``live`` nodes (bindings and loads in branches the instance takes) when given."""
+
+        def counts(node: ast.AST) -> bool:
+            return (live is None or node in live) and (binding is None or not self._exclusive(binding, node))
+
+        later = [line for line, node in self._bound.get(name, ()) if line > bound_at and counts(node)]
+        until = min(later) if later else float("inf")
+        return [load for load in self._loads.get(name, ()) if bound_at < load.lineno <= until and counts(load)]
+
+    def argument_readers(self, index: int | None, keyword_name: str | None = None,
+                         live: set[ast.AST] | None = None) -> list[ast.Name]:
+        """Loads of the ``index``-th argument after ``self`` (or of the one named ``keyword_name``)."""
+        names = [a.arg for a in self.func.args.posonlyargs + self.func.args.args][1:]
+        if keyword_name is None and (index is None or index >= len(names)):
+            return []
+        return self.readers(keyword_name or names[index], self.func.lineno, live)
+
+
+@lru_cache(maxsize=2048)
+def function_flow(func: ast.FunctionDef) -> FunctionFlow:
+    return FunctionFlow(func)
+
+
+class _Unknown(Exception):
+    """An expression depends on something only known at run time."""
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def static_truth(test: ast.expr, attribute: Callable[[str], object]) -> bool | None:
+    """The truth of an ``if`` test built only from instance attributes and constants (``self.bn is None``,
+    ``self.stride == 1 and self.use_res``), or None when it depends on run-time values. ``attribute``
+    returns ``self.<name>``'s value or raises LookupError when it is not known statically."""
+
+    def value(node: ast.expr) -> object:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Tuple):
+            return tuple(value(e) for e in node.elts)
+        attr = self_attribute(node)
+        if attr is not None:
+            try:
+                return attribute(attr)
+            except LookupError:
+                raise _Unknown from None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not truth(node.operand)
+        if isinstance(node, ast.BoolOp):
+            results = [truth(v) for v in node.values]
+            return all(results) if isinstance(node.op, ast.And) else any(results)
+        if isinstance(node, ast.Compare):
+            left = value(node.left)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = value(right_node)
+                if not _compare(op, left, right):
+                    return False
+                left = right
+            return True
+        raise _Unknown
+
+    def truth(node: ast.expr) -> bool:
+        held = value(node)
+        if isinstance(held, (*_PLAIN, tuple)):
+            return bool(held)
+        if hasattr(held, "construct") and not hasattr(held, "__len__"):
+            return True  # a cell
+        raise _Unknown
+
+    try:
+        return truth(test)
+    except _Unknown:
+        return None
+
+
+def _compare(op: ast.cmpop, left: object, right: object) -> bool:
+    if isinstance(op, ast.Is):
+        return left is right
+    if isinstance(op, ast.IsNot):
+        return left is not right
+    if not isinstance(left, (*_PLAIN, tuple)) or not isinstance(right, (*_PLAIN, tuple)):
+        raise _Unknown
+    try:
+        return {ast.Eq: lambda: left == right, ast.NotEq: lambda: left != right, ast.Lt: lambda: left < right,
+                ast.LtE: lambda: left <= right, ast.Gt: lambda: left > right, ast.GtE: lambda: left >= right,
+                ast.In: lambda: left in right, ast.NotIn: lambda: left not in right}[type(op)]()
+    except (KeyError, TypeError):
+        raise _Unknown from None
+
+
+Decide = Callable[[ast.expr], "bool | None"]
+"""Truth of an ``if`` test for one instance (``static_truth`` bound to its attributes), None when unknown."""
+
+
+def live_nodes(func: ast.FunctionDef, decide: Decide) -> set[ast.AST]:
+    """The nodes of ``func`` outside branches ``decide`` shows are never taken by this instance."""
+    live: set[ast.AST] = set()
+    pending: list[ast.AST] = [func]
+    while pending:
+        node = pending.pop()
+        live.add(node)
+        if isinstance(node, (ast.If, ast.IfExp)):
+            truth = decide(node.test)
+            if truth is not None:
+                branch = node.body if truth else node.orelse
+                pending += [node.test, *(branch if isinstance(branch, list) else [branch])]
+                continue
+        pending.extend(ast.iter_child_nodes(node))
+    return live

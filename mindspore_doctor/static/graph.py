@@ -9,6 +9,7 @@ MindSpore's own cells are trusted. MSD114 runs one forward pass on
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
 from mindspore_doctor.findings import Finding
@@ -22,8 +23,10 @@ from mindspore_doctor.rules.graph import (
     division_findings,
     loss_activation_findings,
 )
+from mindspore_doctor.rules.parameters import parameter_location
 from mindspore_doctor.static.ast_cells import (
     child_path,
+    instance_truth,
     is_library_object,
     object_resolver,
     skipped,
@@ -43,12 +46,14 @@ from mindspore_doctor.static.ast_construct import (
     first_operand,
     init_references,
     norm_name,
+    output_discarded,
+    prediction_uses,
     returned_values,
     self_attribute,
     unsafe_divisions,
 )
 from mindspore_doctor.checks import Check, CheckSkipped
-from mindspore_doctor.static.inspector import LintContext, SourceContext
+from mindspore_doctor.static.inspector import LOSS_PATH, LintContext, SourceContext
 
 # --- MSD106 ----------------------------------------------------------------------------------
 
@@ -62,7 +67,7 @@ def _division_signals(owner: str, source: ClassSource, resolve: Resolver, locati
 
 
 def check_divisions(ctx: LintContext) -> list[Finding]:
-    analysed, skips = user_classes(ctx.cells, "unsafe-division", ("MSD106",))
+    analysed, skips = user_classes(ctx.construct_cells, "unsafe-division", ("MSD106",))
     signals = [
         signal
         for a in analysed
@@ -81,32 +86,66 @@ def check_divisions_source(ctx: SourceContext) -> list[Finding]:
 # --- MSD110 ----------------------------------------------------------------------------------
 
 
-def _used_attributes(cell: Any) -> tuple[frozenset[str] | None, str | None]:
-    """Attributes construct uses, or (None, why) when that cannot be known statically."""
+def _used_attributes(cell: Any) -> tuple[frozenset[str] | None, frozenset[str], str | None]:
+    """Attributes construct uses, those of them only called with the output dropped, or (None, {}, why)
+    when that cannot be known statically."""
     try:
-        uses = attribute_uses(class_source(type(cell)))
+        source = class_source(type(cell))
+        uses = attribute_uses(source)
     except ConstructUnavailable as why:
-        return None, str(why)
+        return None, frozenset(), str(why)
     if uses.dynamic:
-        return None, f"{type(cell).__name__}.construct: dynamic attribute access ({uses.dynamic})"
-    return uses.names, None
+        return None, frozenset(), f"{type(cell).__name__}.construct: dynamic attribute access ({uses.dynamic})"
+    children = cell.__dict__.get("_cells", {})
+    decide = instance_truth(cell)
+    discarded = frozenset(name for name in uses.names if name in children and output_discarded(source, name, decide))
+    return uses.names - discarded, discarded, None
+
+
+def _listed_cells(cell: Any, used: frozenset[str] | None) -> list[tuple[str, Any]]:
+    """Cells held in a plain list/tuple/dict attribute construct uses (``for k in self.branches``): they
+    are registered under other names, and used through this one."""
+    from mindspore import nn
+
+    found = []
+    for attr, value in vars(cell).items():
+        if used is not None and attr in used and isinstance(value, (list, tuple, dict)):
+            items = value.values() if isinstance(value, dict) else value
+            found += [(attr, item) for item in items if isinstance(item, nn.Cell)]
+    return found
+
+
+def _listed_parameters(cell: Any, used: frozenset[str] | None) -> set[int]:
+    """Parameters of a ParameterTuple attribute construct uses (``self.pos_embed[i]``): registered under
+    their own names, used through this one."""
+    from mindspore import ParameterTuple
+
+    held = [cell.__dict__.get(attr) for attr in used or ()]
+    return {id(p) for value in held if isinstance(value, ParameterTuple) for p in value}
+
+
+def _has_parameters(cell: Any) -> bool:
+    """An unused cell without parameters (a Softmax or Identity defined but not called) changes nothing."""
+    return next(iter(cell.get_parameters()), None) is not None
 
 
 def check_disconnected(ctx: LintContext) -> list[Finding]:
     codes = ("MSD110",)
-    root = ctx.network
-    reached, queue = {id(root)}, [("", root)]
+    queue = [("", ctx.network)]
+    if LOSS_PATH in ctx.construct_cells:  # a loss passed beside the network
+        queue.append((LOSS_PATH, ctx.construct_cells[LOSS_PATH]))
+    reached = {id(cell) for _, cell in queue}
     unused_cells: list[tuple[str, Any]] = []
     signals, skips, skipped_classes = [], [], set()
     while queue:
         path, cell = queue.pop(0)
-        used = None
+        used, discarded = None, frozenset()
         if not is_library_object(cell):
-            used, why = _used_attributes(cell)
+            used, discarded, why = _used_attributes(cell)
             if why and type(cell) not in skipped_classes:
                 skipped_classes.add(type(cell))
                 skips.append(skipped("disconnected-cell", codes, f"`{path or '<root>'}`: {why}", {"cell": path}))
-        for name, child in cell.__dict__.get("_cells", {}).items():
+        for name, child in [*cell.__dict__.get("_cells", {}).items(), *_listed_cells(cell, used)]:
             if child is None:
                 continue
             if used is None or name in used:
@@ -114,16 +153,17 @@ def check_disconnected(ctx: LintContext) -> list[Finding]:
                     reached.add(id(child))
                     queue.append((child_path(path, name), child))
             else:
-                unused_cells.append((child_path(path, name), child))
+                unused_cells.append((child_path(path, name), child, name in discarded))
+        listed = _listed_parameters(cell, used)
         for name, param in (cell.__dict__.get("_params", {}).items() if used is not None else ()):
-            if name not in used:
+            if name not in used and id(param) not in listed:
                 signals.append(UnusedMemberSignal(child_path(path, name), "parameter", "Parameter",
-                                                  {"cell": path, "parameter": param.name}))
+                                                  parameter_location(path, name, param.name)))
     reported: set[int] = set()
-    for path, child in unused_cells:
-        if id(child) not in reached and id(child) not in reported:
+    for path, child, dropped in unused_cells:
+        if id(child) not in reached and id(child) not in reported and _has_parameters(child):
             reported.add(id(child))
-            signals.append(UnusedMemberSignal(path, "cell", type(child).__name__, {"cell": path}))
+            signals.append(UnusedMemberSignal(path, "cell", type(child).__name__, {"cell": path}, dropped))
     return disconnected_findings(signals, ctx.config) + skips
 
 
@@ -136,15 +176,27 @@ def _mindspore_imports(tree: Any) -> set[str]:
     }
 
 
+_PARAMETERLESS = re.compile(
+    r"^(Dropout(\dd)?|Identity|Flatten|Unflatten|\w*Pool\dd|\w*Pad\dd|Pad|Softmax(\dd)?|LogSoftmax|Softmin|ReLU6?"
+    r"|LeakyReLU|GELU|FastGelu|SiLU|Swish|Mish|ELU|CELU|SeLU|HSwish|HSigmoid|Sigmoid|Tanh|Hardtanh|LogSigmoid"
+    r"|Softsign|Softplus|Upsample|PixelShuffle|PixelUnshuffle|\w*Loss)$"
+)
+"""MindSpore cells that hold no parameters: defined and never called, they change nothing (as in object mode)."""
+_PRIMITIVE_MODULES = frozenset({"ops", "P", "F", "C", "msops"})
+
+
 def _builds_cell(call: Any, cell_names: set[str]) -> bool:
-    """``nn.Dense(...)``, ``Parameter(...)``, ``MyBlock(...)``: what ``__init__`` assigns that can be a cell."""
+    """``nn.Dense(...)``, ``Parameter(...)``, ``MyBlock(...)``: what ``__init__`` assigns that can be a cell
+    with parameters (not ``nn.Softmax()`` nor an ``ops`` primitive)."""
     func = call.func
     if isinstance(func, ast.Name):
-        return func.id in cell_names
+        return func.id in cell_names and not _PARAMETERLESS.match(func.id)
     root = func
     while isinstance(root, ast.Attribute):
         root = root.value
-    return isinstance(root, ast.Name) and root.id in MODULE_NAMES - {"self", "np", "numpy"} and func.attr[:1].isupper()
+    library = MODULE_NAMES - {"self", "np", "numpy"} - _PRIMITIVE_MODULES
+    return isinstance(root, ast.Name) and root.id in library and func.attr[:1].isupper() and \
+        not _PARAMETERLESS.match(func.attr)
 
 
 def check_disconnected_source(ctx: SourceContext) -> list[Finding]:
@@ -158,30 +210,35 @@ def check_disconnected_source(ctx: SourceContext) -> list[Finding]:
             skips.append(skipped("disconnected-cell", ("MSD110",), f"`{source.name}`: dynamic attribute access "
                                  f"({uses.dynamic})", {"file": file, "line": source.line}))
             continue
-        used = uses.names | init_references(source)
+        referenced = init_references(source)
+        discarded = {name for name in uses.names - referenced if output_discarded(source, name)}
+        used = (uses.names - discarded) | referenced
         for attr, assignment in source.init_assignments().items():
             if attr not in used and _builds_cell(assignment.call, cell_names):
                 kind = "parameter" if assignment.callee == "Parameter" else "cell"
                 signals.append(UnusedMemberSignal(f"{source.name}.{attr}", kind, assignment.callee,
-                                                  {"file": file, "line": assignment.line}))
+                                                  {"file": file, "line": assignment.line}, attr in discarded))
     return disconnected_findings(signals, ctx.config) + skips
 
 
 # --- MSD107 / MSD114: the network -> loss boundary ------------------------------------------
 
 
-def _network_and_loss(ctx: LintContext) -> tuple[Any, Any, str]:
-    """Unwrap TrainOneStepCell / WithLossCell: (backbone, loss, backbone cell path)."""
+def _network_and_loss(ctx: LintContext) -> tuple[Any, Any, str, str]:
+    """Unwrap TrainOneStepCell / WithLossCell: (backbone, loss, backbone cell path, loss cell path)."""
     net, loss, path = ctx.network, ctx.loss_fn, ""
+    loss_path = LOSS_PATH
     for _ in range(8):
         children = net.__dict__.get("_cells", {})
         if "_backbone" in children and "_loss_fn" in children:
-            net, loss, path = children["_backbone"], loss or children["_loss_fn"], child_path(path, "_backbone")
+            if loss is None:
+                loss, loss_path = children["_loss_fn"], child_path(path, "_loss_fn")
+            net, path = children["_backbone"], child_path(path, "_backbone")
         elif "network" in children and "optimizer" in children:
             net, path = children["network"], child_path(path, "network")
         else:
             break
-    return net, loss, path
+    return net, loss, path, loss_path
 
 
 _ACTIVATION_CELLS = {"Softmax": "softmax", "LogSoftmax": "log_softmax", "Sigmoid": "sigmoid"}
@@ -253,13 +310,52 @@ def _traced(cell: Any, path: str, expr: Any, line: int, values: LocalValues, dep
     return kind
 
 
+def _library_name(loss: Any) -> str:
+    """``class MyCE(nn.CrossEntropyLoss)`` that keeps MindSpore's construct is a ``CrossEntropyLoss``."""
+    return next((k.__name__ for k in type(loss).__mro__ if (k.__module__ or "").split(".")[0] == "mindspore"),
+                type(loss).__name__)
+
+
+def _unused_activations(loss: Any, source: ClassSource) -> tuple[tuple[str, str], ...]:
+    """(attr, type) of the activation cells or primitives a loss defines and its construct never touches
+    (``self.log_softmax``): the activation the author may have meant to apply."""
+    uses = attribute_uses(source)
+    if uses.dynamic:
+        return ()
+    held = {**loss.__dict__.get("_primitives", {}), **loss.__dict__.get("_cells", {})}
+    return tuple((attr, type(obj).__name__) for attr, obj in held.items()
+                 if type(obj).__name__ in _ACTIVATION_CELLS and attr not in uses.names)
+
+
+def _user_loss_signals(loss: Any, output: OutputActivationSignal, loss_path: str) -> list[OutputActivationSignal]:
+    """A hand-written loss judged by what it hands the library loss (or ``ops.log``) it reaches: the network
+    output passed on unchanged, or the activation the loss applies on the way."""
+    try:
+        source = class_source(type(loss))
+    except ConstructUnavailable:
+        return []
+    unused = _unused_activations(loss, source)
+    signals = []
+    for use in prediction_uses(source.construct, object_resolver(loss)):
+        location = {"cell": loss_path, "file": source.file, "line": use.line}
+        common = dict(loss=use.sink, location=location, loss_cell=type(loss).__name__, call=use.call, unused=unused)
+        if use.applied:
+            op, text = use.applied[-1]
+            signals.append(OutputActivationSignal(_ACTIVATION_OPS[op], text, in_loss=True, **common))
+        else:
+            signals.append(OutputActivationSignal(output.activation, output.layer, **common))
+    return signals
+
+
 def check_loss_activation(ctx: LintContext) -> list[Finding]:
-    net, loss, path = _network_and_loss(ctx)
+    net, loss, path, loss_path = _network_and_loss(ctx)
     if loss is None:
         raise CheckSkipped("no loss function (pass loss_fn=, or a WithLossCell as the network)")
     activation, layer = _output_activation(net, path)
-    signal = OutputActivationSignal(activation, layer or type(net).__name__, type(loss).__name__, {"cell": layer})
-    return loss_activation_findings(signal, ctx.config)
+    output = OutputActivationSignal(activation, layer or type(net).__name__, _library_name(loss), {"cell": layer})
+    signals = [output] if is_library_object(loss) else _user_loss_signals(loss, output, loss_path)
+    found = (findings for signal in signals if (findings := loss_activation_findings(signal, ctx.config)))
+    return next(found, [])  # one finding per loss: `ops.log(p)` and `ops.log(1 - p)` are one mistake
 
 
 _ELEMENTWISE_LOSSES = {"MSELoss", "L1Loss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "RMSELoss",
@@ -286,7 +382,7 @@ def _forward_in_eval_mode(net: Any, inputs: list[Any]) -> Any:
 
 
 def check_broadcast(ctx: LintContext) -> list[Finding]:
-    net, loss, path = _network_and_loss(ctx)
+    net, loss, path, _ = _network_and_loss(ctx)
     if loss is None:
         raise CheckSkipped("no loss function (pass loss_fn=, or a WithLossCell as the network)")
     if not is_elementwise_loss(loss):

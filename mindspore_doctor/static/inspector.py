@@ -19,6 +19,10 @@ from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding, Report
 
 
+LOSS_PATH = "loss_fn"
+"""Path prefix of the cells of a loss passed beside the network (``lint(net, loss_fn=...)``, the Doctor)."""
+
+
 @dataclass
 class LintContext:
     """What a static check may look at. ``cells`` maps cell path -> Cell ("" is the root)."""
@@ -36,6 +40,16 @@ class LintContext:
     @cached_property
     def cells(self) -> dict[str, Any]:
         return dict(self.network.cells_and_names())
+
+    @cached_property
+    def construct_cells(self) -> dict[str, Any]:
+        """``cells`` and, for a loss passed beside the network, the loss's cells under ``LOSS_PATH``: the
+        cells whose construct the layer and graph checks read (masked means and dropouts live in losses too)."""
+        cells = dict(self.cells)
+        loss = self.loss_fn
+        if hasattr(loss, "cells_and_names") and not any(cell is loss for cell in cells.values()):
+            cells.update((f"{LOSS_PATH}.{path}" if path else LOSS_PATH, cell) for path, cell in loss.cells_and_names())
+        return cells
 
 
 @dataclass
@@ -72,7 +86,7 @@ def lint(network: Any, loss_fn: Any = None, optimizer: Any = None, sample_inputs
     ``loss_scale_manager``/``amp_level``), for the loss-scale check (MSD112).
     ``options``: fields of ``DoctorConfig``.
     """
-    config = options.pop("config", None) or DoctorConfig.from_options(options)
+    config = DoctorConfig.from_options(options)
     if isinstance(sample_inputs, list):
         sample_inputs = tuple(sample_inputs)
     elif sample_inputs is not None and not isinstance(sample_inputs, tuple):
@@ -88,7 +102,7 @@ def lint(network: Any, loss_fn: Any = None, optimizer: Any = None, sample_inputs
 
 def lint_source(path: str | Path, **options: Any) -> Report:
     """Source-only checks of a Python file: nothing is imported or executed."""
-    config = options.pop("config", None) or DoctorConfig.from_options(options)
+    config = DoctorConfig.from_options(options)
     path = Path(path)
     source = path.read_text(encoding="utf-8")
     ctx = SourceContext(path, source, ast.parse(source, filename=str(path)), config)

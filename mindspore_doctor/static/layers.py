@@ -8,7 +8,7 @@ every constructor and call of the file with the same AST parsers.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rules.layers import (
@@ -19,8 +19,15 @@ from mindspore_doctor.rules.layers import (
     dropout_findings,
     softmax_axis_findings,
 )
-from mindspore_doctor.static.ast_cells import init_labels, is_library_object, user_classes
+from mindspore_doctor.static.ast_cells import (
+    attribute_values,
+    init_labels,
+    is_library_object,
+    source_attributes,
+    user_classes,
+)
 from mindspore_doctor.static.ast_construct import (
+    CallParser,
     CallSite,
     batchnorm_call,
     dropout_call,
@@ -36,24 +43,31 @@ Site = tuple[str, Any, dict[str, Any]]
 
 
 def _construct_sites(
-    ctx: LintContext, parse: Callable[[Any], CallSite | None], check: str, codes: tuple[str, ...]
+    ctx: LintContext, parse: CallParser, check: str, codes: tuple[str, ...]
 ) -> tuple[list[Site], list[Finding]]:
-    """Recognised calls inside the construct (and the methods it reaches) of user cells."""
-    analysed, skips = user_classes(ctx.cells, check, codes)
-    sites = [
-        (site.text, site, {"cell": a.path, "file": a.source.file, "line": site.line})
-        for a in analysed
-        for site in find_calls(reachable_methods(a.source), parse)
-    ]
-    return sites, skips
+    """Recognised calls inside the construct (and the methods it reaches) of user cells (the network's and a
+    loss's). A call whose rate or axis is ``self.<attr>`` is read per instance (each may hold another value);
+    one site per class and value."""
+    cells = ctx.construct_cells
+    analysed, skips = user_classes(cells, check, codes)
+    sites: dict[tuple[str | None, CallSite], dict[str, Any]] = {}
+    for a in analysed:
+        methods = reachable_methods(a.source)
+        asked: set[str] = set()
+        find_calls(methods, parse, lambda call: asked.add)  # which self.<attr> the parser would read
+        for path in a.instances if asked else (a.path,):
+            values = attribute_values(cells[path])
+            for site in find_calls(methods, parse, lambda call: values):
+                sites.setdefault((a.source.file, site), {"cell": path, "file": a.source.file, "line": site.line})
+    return [(site.text, site, location) for (_, site), location in sites.items()], skips
 
 
-def _source_sites(ctx: SourceContext, parse: Callable[[Any], CallSite | None]) -> list[Site]:
+def _source_sites(ctx: SourceContext, parse: CallParser) -> list[Site]:
     """Recognised calls anywhere in the file, named ``Class.attr`` when assigned in ``__init__``."""
     labels = init_labels(ctx.tree, str(ctx.path))
     return [
         (labels.get(site.line, site.text), site, {"file": str(ctx.path), "line": site.line})
-        for site in find_calls([ctx.tree], parse)
+        for site in find_calls([ctx.tree], parse, source_attributes(ctx.tree, str(ctx.path)))
     ]
 
 
@@ -61,7 +75,7 @@ def _held_primitives(ctx: LintContext, *type_names: str) -> list[Site]:
     """Primitives of the given types held as attributes of user cells (``self.d = ops.Dropout(0.1)``)."""
     return [
         (f"{path}.{attr}" if path else attr, prim, {"cell": path})
-        for path, cell in ctx.cells.items()
+        for path, cell in ctx.construct_cells.items()
         if not is_library_object(cell)
         for attr, prim in cell.__dict__.get("_primitives", {}).items()
         if type(prim).__name__ in type_names
@@ -69,7 +83,7 @@ def _held_primitives(ctx: LintContext, *type_names: str) -> list[Site]:
 
 
 def _library_cells(ctx: LintContext, *type_names: str) -> list[tuple[str, Any]]:
-    return [(p, c) for p, c in ctx.cells.items() if is_library_object(c) and type(c).__name__ in type_names]
+    return [(p, c) for p, c in ctx.construct_cells.items() if is_library_object(c) and type(c).__name__ in type_names]
 
 
 # --- MSD104 ----------------------------------------------------------------------------

@@ -1,13 +1,17 @@
-"""Probe for parameters, initialisation and the optimizer (MSD101-103, 108, 109, 111, 112).
+"""Probe for parameters, initialisation and the optimizer (MSD101-103, 108, 109, 111, 112, 116).
 
 Walks the cell tree of the linted network (every registration path, so a cell
 registered twice is seen twice), the optimizer and, when ``lint`` receives a
 train cell, its loss-scale attributes; turns them into the plain signals of
-``rules/parameters.py`` and lets those rules judge. Each tensor is copied to
-host once, and only for parameters whose init is judged.
+``rules/parameters.py`` and lets those rules judge. Tensors are copied to host
+only for parameters whose init is judged and for frozen ones (is it still at
+its initial value?). How often each cell runs per forward pass (MSD101) and
+where each layer's output goes (MSD109; for MSD102 the normalization trained on a frozen layer's output) come
+from the construct AST.
 """
 from __future__ import annotations
 
+import ast
 import math
 import re
 from typing import Any, Iterator
@@ -16,8 +20,20 @@ import numpy as np
 
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rules import parameters as rules
-from mindspore_doctor.rules.parameters import LossScaleSignal, LrGroup, OptimizerSignal, ParamSignal
+from mindspore_doctor.rules.parameters import DecayGroup, LossScaleSignal, LrGroup, OptimizerSignal, ParamSignal
 from mindspore_doctor.checks import Check, CheckSkipped
+from mindspore_doctor.static.ast_cells import instance_truth, is_library_object
+from mindspore_doctor.static.ast_construct import (
+    ConstructUnavailable,
+    attribute_loads,
+    attribute_uses,
+    call_count,
+    callee_identifier,
+    class_source,
+    function_flow,
+    norm_name,
+)
+from mindspore_doctor.static.dataflow import ScaleFlow
 from mindspore_doctor.static.inspector import LintContext
 
 _MAX_PATHS = 50_000
@@ -111,6 +127,46 @@ def _role(cell: Any, key: str, param: Any) -> str:
         return rules.RECURRENT
     if _FAN_KNOWN_CLASSES.intersection(names) or "weight" in lowered or "kernel" in lowered:
         return rules.WEIGHT
+    return _raw_role(cell, key, param)
+
+
+_MULTIPLYING_OPS = frozenset({"matmul", "mm", "bmm", "batchmatmul", "dense", "conv1d", "conv2d", "conv3d"})
+_LOOKUP_OPS = frozenset({"gather", "gatherv2", "embedding", "embeddinglookup", "take", "indexselect"})
+
+
+def _random_like(param: Any) -> bool:
+    """Values drawn like a Normal init: many distinct values, centred, normal tails (kurtosis 2-4). A frozen
+    one-hot matrix (Swin's relative-position index) or a sinusoidal table is not."""
+    values = _host_array(param)
+    if values is None or values.size < 32:
+        return False
+    sample = values.reshape(-1)[:10_000]
+    spread = float(sample.std())
+    return (len(np.unique(sample)) > 0.5 * sample.size and abs(float(sample.mean())) < 0.1 * spread
+            and 2.0 < _kurtosis(sample) < 4.0)
+
+
+def _raw_role(cell: Any, key: str, param: Any) -> str:
+    """A user cell's own parameter, by what its construct does with ``self.<key>``: the table of a gather /
+    embedding lookup is an embedding, a matmul or conv operand a weight (``ops.matmul(x, self.w)``).
+    A frozen one counts only when its values look randomly drawn: frozen raw matrices are often constants."""
+    if is_library_object(cell) or (not param.requires_grad and not _random_like(param)):
+        return rules.OTHER
+    try:
+        source = class_source(type(cell))
+    except ConstructUnavailable:
+        return rules.OTHER
+    for func, node in attribute_loads(source, key):
+        flow = function_flow(func)
+        parent = flow.parents.get(node)
+        if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult):
+            return rules.WEIGHT
+        if isinstance(parent, ast.Call) and node in parent.args:
+            op = norm_name(callee_identifier(parent.func if isinstance(parent.func, ast.Call) else parent) or "")
+            if op in _LOOKUP_OPS and parent.args[0] is node:
+                return rules.EMBEDDING
+            if op in _MULTIPLYING_OPS:
+                return rules.WEIGHT
     return rules.OTHER
 
 
@@ -164,6 +220,114 @@ def _measure(param: Any, role: str, fan_in: int | None) -> dict[str, Any]:
     return stats
 
 
+_UNIFORM_SPREAD = 0.15
+"""A uniform init U(-b, b) has std b/sqrt(3); a sample of 32+ values is within 15 % of it."""
+_DEFAULT_UNIFORM = 0.07
+"""``weight_init='uniform'``: MindSpore's Uniform() default scale."""
+_UNIFORM_KURTOSIS = 2.2
+"""Kurtosis of a uniform sample is 1.8 (a normal one 3): above this the values are not uniform-shaped."""
+_DRIFT = 1.5
+"""A uniform-shaped weight whose largest value is past its init bound by up to this factor has been trained."""
+
+
+def _uniform_bounds(cell: Any, role: str) -> list[float]:
+    """Bounds b of the uniform inits MindSpore gives a parameter of this role: the layers' default
+    HeUniform(sqrt(5)) and bias init (1/sqrt(fan_in)), HeUniform (sqrt(6/fan_in)), XavierUniform, the
+    fan_out modes, 'uniform'; 1/sqrt(hidden_size) for recurrent gates."""
+    if role == rules.RECURRENT or (role == rules.BIAS and _RECURRENT_CLASSES.intersection(_class_names(cell))):
+        hidden = getattr(cell, "hidden_size", None)
+        return [1 / math.sqrt(hidden)] if hidden else []
+    weight = cell._params.get("weight")
+    fan_in, fan_out = _fans(cell, tuple(int(d) for d in weight.shape)) if weight is not None else (None, None)
+    if not fan_in or not fan_out:
+        return []
+    return [1 / math.sqrt(fan_in), math.sqrt(6 / fan_in), math.sqrt(6 / (fan_in + fan_out)), 1 / math.sqrt(fan_out),
+            math.sqrt(6 / fan_out), _DEFAULT_UNIFORM]
+
+
+def _at_init(param: Any, cell: Any, role: str) -> bool | None:
+    """Whether a (frozen) parameter still holds the values MindSpore initialises it with (MSD102).
+
+    True: constant (norm gamma 1 / beta 0, zero bias, any constant init), or uniform within one of the
+    known bounds with the matching spread. False: trained or loaded values: a norm scale/shift that is
+    not constant, or a uniform-shaped weight with a uniform init's spread that has moved past its bound.
+    None: no known init matches (a Normal or long-trained weight), so nothing can be told.
+    """
+    if role not in rules.TRAINABLE_LOOKING:
+        return None
+    values = _host_array(param)
+    if values is None or values.size == 0:
+        return None
+    if values.min() == values.max():
+        return True
+    if role in (rules.NORM_GAMMA, rules.NORM_BETA):
+        return False
+    largest, spread = float(np.abs(values).max()), float(values.std(dtype=np.float64))
+    sample = values.size >= 32
+    if sample and _kurtosis(values) > _UNIFORM_KURTOSIS:
+        return None  # not uniform-shaped: a Normal init or long-trained weights
+    verdict = None
+    for bound in _uniform_bounds(cell, role):
+        if sample and abs(spread * math.sqrt(3) / bound - 1) > _UNIFORM_SPREAD:
+            continue
+        if largest <= bound * (1 + 1e-5):
+            return True
+        if sample and largest <= _DRIFT * bound:
+            verdict = False
+    return verdict
+
+
+def _frozen_state(param: Any, cell: Any, role: str, paths: tuple[str, ...], flow: ScaleFlow,
+                  cells: dict[str, Any]) -> bool | None:
+    """``at_init`` of a frozen parameter: its own values tell (``_at_init``), else the normalization that reads
+    its layer's output: one with trained scale/shift (not constant) was trained on what this layer computes,
+    so the layer holds trained or loaded values too (a conv and its BatchNorm loaded from one checkpoint)."""
+    state = _at_init(param, cell, role)
+    if state is None and role in rules.TRAINABLE_LOOKING:
+        return False if any(_trained_norm(cells[path]) for path in flow.normalized_by(paths)) else None
+    return state
+
+
+def _trained_norm(norm: Any) -> bool:
+    return any(_at_init(p, norm, _role(norm, key, p)) is False for key, p, _ in _own_params(norm))
+
+
+_GRID_STEPS = 256
+"""Most grid steps a fixed kernel spans (``arange(16)`` spans 15, a 5x5 binomial blur 35)."""
+
+
+def _on_grid(values: np.ndarray) -> bool:
+    """All values are whole multiples of one step above the smallest, within ``_GRID_STEPS`` steps: written by
+    code (``arange``, a Sobel kernel, a one-hot selection), never drawn at random. A constant is on a grid."""
+    distinct = np.unique(values)
+    if distinct.size < 2:
+        return True
+    positions = (distinct - distinct[0]) / np.diff(distinct).min()
+    return bool(positions[-1] <= _GRID_STEPS and np.allclose(positions, np.round(positions), atol=1e-3))
+
+
+def _fixed(param: Any, cell: Any, role: str) -> bool:
+    """A frozen parameter of a fixed layer: the cell's frozen weight is a deterministic kernel (4+ values, not all
+    equal, on a grid: mindyolo's DFL projection ``arange(reg_max)``), and this parameter is on a grid too (a
+    zero bias beside it). A constant kernel alone is not fixed: it is what a constant init leaves."""
+    if param.requires_grad or role not in rules.TRAINABLE_LOOKING:
+        return False
+    values = _host_array(param)
+    if values is None or not _on_grid(values):
+        return False
+    for key, weight, _ in _own_params(cell):
+        kernel = _host_array(weight) if not weight.requires_grad and _role(cell, key, weight) == rules.WEIGHT else None
+        if kernel is not None and kernel.size >= 4 and kernel.min() != kernel.max() and _on_grid(kernel):
+            return True
+    return False
+
+
+def _kurtosis(values: np.ndarray) -> float:
+    centred = values.astype(np.float64) - values.mean(dtype=np.float64)
+    variance = float(np.mean(centred**2))
+    return float(np.mean(centred**4)) / variance**2 if variance > 0 else 0.0
+
+
 def _held_state(param: Any, held_ids: set[int] | None, held_names: set[str]) -> bool | None:
     """Held by the optimizer; None when unknown or when a same-named copy is held (MSD103 explains that)."""
     if held_ids is None:
@@ -173,18 +337,63 @@ def _held_state(param: Any, held_ids: set[int] | None, held_names: set[str]) -> 
     return None if param.name in held_names else False
 
 
+def _calls_per_run(parent: Any, key: str, memo: dict[tuple[int, str], int]) -> int:
+    """How often one run of ``parent`` runs its child ``key``: the construct's call sites for a user cell,
+    once for MindSpore's containers and cells; a child it never mentions runs 0 times (an alias).
+    A CellList/CellDict runs at most once: each indexed call or loop step runs one of its elements."""
+    if is_library_object(parent):
+        return 1
+    memo_key = (id(parent), key)
+    if memo_key not in memo:
+        try:
+            source = class_source(type(parent))
+            uses = attribute_uses(source)
+        except ConstructUnavailable:
+            memo[memo_key] = 1
+        else:
+            calls = call_count(source, key, instance_truth(parent)) if not uses.dynamic else 1
+            memo[memo_key] = calls or int(key in uses.names or bool(uses.dynamic))
+    container = type(parent._cells[key]).__name__ in ("CellList", "CellDict")
+    return min(memo[memo_key], 1) if container else memo[memo_key]
+
+
+def _registered_twice(parent: Any, cell: Any) -> bool:
+    """``parent`` holds ``cell`` under two or more names, not bound together in one ``__init__`` statement."""
+    keys = {key for key, child in parent._cells.items() if child is cell}
+    if len(keys) < 2:
+        return False
+    try:
+        together = [] if is_library_object(parent) else class_source(type(parent)).bound_together()
+    except ConstructUnavailable:
+        together = []
+    return not any(keys <= attrs for attrs in together)
+
+
 def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
     held_ids = None if held is None else {id(p) for p in held}
     held_names = {p.name for p in held or ()}
     seen: dict[int, dict[str, Any]] = {}
+    cells: dict[str, Any] = {}
+    runs: dict[str, int] = {}
+    repeated: dict[str, bool] = {}
+    counts: dict[tuple[int, str], int] = {}
     for path, alias, cell, parent, key in _walk(network):
+        cells[path] = cell
+        if parent is None:
+            runs[path], repeated[path] = 1, False
+        else:
+            parent_path = path.rpartition(".")[0]
+            runs[path] = runs[parent_path] * _calls_per_run(parent, key, counts)
+            repeated[path] = repeated[parent_path] or _registered_twice(parent, cell)
         for param_key, param, listed in _own_params(cell):
             entry = seen.get(id(param))
             if entry is None or (entry["listed"] and not listed):
                 entry = seen[id(param)] = {"param": param, "cell": cell, "parent": parent, "key": key,
-                                           "param_key": param_key, "listed": listed, "paths": {}}
+                                           "param_key": param_key, "listed": listed, "paths": {}, "owners": {}}
             if listed == entry["listed"]:
                 entry["paths"].setdefault(alias, path)
+                entry["owners"][id(cell)] = type(cell).__name__
+    flow = ScaleFlow(cells)
     signals = []
     for entry in seen.values():
         param, cell = entry["param"], entry["cell"]
@@ -196,15 +405,22 @@ def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
             ParamSignal(
                 name=param.name,
                 cell=paths[0],
+                key=entry["param_key"],
                 cell_type=type(cell).__name__,
                 role=role,
                 shape=shape,
                 requires_grad=bool(param.requires_grad),
                 paths=paths,
+                uses=sum(runs[p] for p in paths),
+                repeated=any(repeated[p] for p in paths),
+                owner_types=tuple(entry["owners"].values()),
                 in_optimizer=_held_state(param, held_ids, held_names),
                 fan_in=fan_in,
                 fan_out=fan_out,
                 activation=_following_activation(cell, entry["parent"], entry["key"]) if fan_in else None,
+                scale_reset=flow.scale_reset(paths) if fan_in else None,
+                at_init=None if param.requires_grad else _frozen_state(param, cell, role, paths, flow, cells),
+                fixed=_fixed(param, cell, role),
                 **_measure(param, role, fan_in),
             )
         )
@@ -267,6 +483,18 @@ def _lr_peak(lr: Any) -> tuple[float | None, str]:
     return None, type(lr).__name__
 
 
+def _grouped(pairs: list[tuple[Any, Any]], key) -> list[tuple[Any, list[str]]]:
+    """(setting, parameter) pairs -> one (setting, parameter names) entry per distinct ``key(setting)``."""
+    users: dict[Any, tuple[Any, list[str]]] = {}
+    for setting, param in pairs:
+        users.setdefault(key(setting), (setting, []))[1].append(param.name)
+    return list(users.values())
+
+
+def _label(index: int, count: int) -> str:
+    return "" if count == 1 else f"group {index}"
+
+
 def _lr_groups(optimizer: Any) -> tuple[LrGroup, ...]:
     """One entry per distinct learning rate, with the parameters it drives (group lr is per parameter)."""
     if hasattr(optimizer, "param_groups"):  # mindspore.experimental.optim
@@ -275,14 +503,42 @@ def _lr_groups(optimizer: Any) -> tuple[LrGroup, ...]:
         pairs = list(zip(optimizer.learning_rate, optimizer.parameters))
     else:
         pairs = [(optimizer.learning_rate, p) for p in optimizer.parameters]
-    users: dict[int, tuple[Any, list[str]]] = {}
-    for rate, param in pairs:
-        users.setdefault(id(rate), (rate, []))[1].append(param.name)
+    users = _grouped(pairs, id)
     groups = []
-    for index, (rate, names) in enumerate(users.values()):
+    for index, (rate, names) in enumerate(users):
         peak, kind = _lr_peak(rate)
-        groups.append(LrGroup("" if len(users) == 1 else f"group {index}", peak, kind, tuple(names)))
+        groups.append(LrGroup(_label(index, len(users)), peak, kind, tuple(names)))
     return tuple(groups)
+
+
+def _decay_value(value: Any) -> float | None:
+    """A weight decay as a number; None for a dynamic (Cell) decay whose values cannot be read statically."""
+    from mindspore import Tensor
+
+    if isinstance(value, (int, float)):
+        return float(value)
+    return float(np.max(value.asnumpy())) if isinstance(value, Tensor) else None
+
+
+def _decay_groups(optimizer: Any, roles: dict[str, str]) -> tuple[DecayGroup, ...]:
+    """One entry per distinct non-zero weight decay, with the parameters it decays (a MindSpore optimizer
+    skips the parameters its ``decay_filter`` excludes, by default gamma/beta outside parameter groups)."""
+    if hasattr(optimizer, "param_groups"):  # mindspore.experimental.optim
+        pairs = [(g.get("weight_decay", 0.0), p) for g in optimizer.param_groups for p in g.get("params", ())]
+    elif getattr(optimizer, "dynamic_weight_decay", False):
+        return ()
+    else:
+        decay = optimizer.weight_decay
+        values = decay if isinstance(decay, (tuple, list)) else [decay] * len(optimizer.parameters)
+        flags = getattr(optimizer, "decay_flags", None) or [True] * len(optimizer.parameters)
+        pairs = [(value if flag else 0.0, p) for value, flag, p in zip(values, flags, optimizer.parameters)]
+    pairs = [(value, p) for value, p in ((_decay_value(v), p) for v, p in pairs) if value]
+    users = _grouped(pairs, lambda value: value)
+    exempt = (rules.NORM_GAMMA, rules.NORM_BETA, rules.BIAS)
+    return tuple(
+        DecayGroup(_label(index, len(users)), value, tuple(names), tuple(n for n in names if roles.get(n) in exempt))
+        for index, (value, names) in enumerate(users)
+    )
 
 
 def _optimizer_signal(ctx: LintContext) -> OptimizerSignal | None:
@@ -381,6 +637,20 @@ def check_learning_rate(ctx: LintContext) -> list[Finding]:
     return rules.learning_rate_out_of_range(signal, ctx.config)
 
 
+def check_weight_decay(ctx: LintContext) -> list[Finding]:
+    optimizer = _optimizer(ctx)
+    if optimizer is None:
+        return []
+    family, owner = _family(optimizer)
+    groups = _decay_groups(owner, {p.name: p.role for p in _param_signals(ctx)})
+    if not groups:
+        return []
+    if family is None:
+        raise CheckSkipped(f"no usual weight-decay range is known for {type(optimizer).__name__}")
+    signal = OptimizerSignal(cls=type(optimizer).__name__, family=family, decay_groups=groups)
+    return rules.weight_decay_out_of_range(signal, ctx.config)
+
+
 def check_loss_scale(ctx: LintContext) -> list[Finding]:
     signal = _loss_scale_signal(ctx)
     return [] if signal is None else rules.loss_scale_misconfigured(signal, ctx.config)
@@ -390,6 +660,7 @@ CHECKS = [
     Check("parameter-ownership", ("MSD101", "MSD102", "MSD103"), check_ownership),
     Check("initialization", ("MSD108", "MSD109"), check_initialization),
     Check("learning-rate", ("MSD111",), check_learning_rate),
+    Check("weight-decay", ("MSD116",), check_weight_decay),
     Check("loss-scale", ("MSD112",), check_loss_scale),
 ]
 SOURCE_CHECKS: list = []

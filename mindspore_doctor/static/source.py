@@ -27,6 +27,7 @@ from typing import Any
 
 from mindspore_doctor.checks import internal_error
 from mindspore_doctor.findings import Finding
+from mindspore_doctor.static.inspector import LOSS_PATH
 
 _IGNORE = re.compile(r"#\s*msdoctor:\s*ignore\b(?:\[([^\]]*)\])?", re.IGNORECASE)
 _ALL_CODES = frozenset({"*"})
@@ -267,8 +268,10 @@ def _collection_items(node: ast.expr) -> list[tuple[str, ast.expr]]:
 class CellLocator:
     """Finds, for a cell path of one network, the statement (or container element) that built it."""
 
-    def __init__(self, cells: dict[str, Any]):
+    def __init__(self, cells: dict[str, Any], roots: frozenset[str] = frozenset({""})):
         self.cells = cells
+        self.roots = roots
+        """Paths of cells nothing in ``cells`` builds (the network; a loss passed beside it)."""
         self._cache: dict[str, tuple[_Span, ast.expr | None] | None] = {}
         self._param_owner: dict[str, tuple[str, str]] | None = None
 
@@ -303,14 +306,15 @@ class CellLocator:
 
     def _compute(self, path: str) -> tuple[_Span, ast.expr | None] | None:
         parent_path, _, name = path.rpartition(".")
-        parent = self.cells.get(parent_path) if path else None
+        root = path in self.roots
+        parent = self.cells.get(parent_path) if not root else None
         builder = _attribute_builders(type(parent)).get(name) if parent is not None else None
         if builder:
             file, stmt, value = builder
             return _Span(file, stmt.lineno), value
         # The parent is a library cell (SequentialCell, CellList, TransformerEncoder...):
         # point into the expression that built the parent, or at the parent itself.
-        parent_found = self._locate(parent_path) if path else None
+        parent_found = self._locate(parent_path) if not root else None
         if parent_found is not None:
             parent_span, parent_expr = parent_found
             element = _element(parent_expr, name)
@@ -340,7 +344,7 @@ def resolve_sources(findings: list[Finding], ctx: Any) -> list[Finding]:
     A bug here must not cost the user the findings: they come back unlocated, with an MSD001.
     """
     try:
-        _attach_locations(findings, CellLocator(ctx.cells))
+        _attach_locations(findings, CellLocator(ctx.construct_cells, frozenset({"", LOSS_PATH})))
         kept = drop_suppressed(findings)
     except Exception as exc:  # noqa: BLE001 - our bug, reported as MSD001
         return findings + [internal_error("source-locations", (), exc)]
