@@ -120,15 +120,22 @@ class _Session:
         return lint(net, loss_fn=loss_fn, optimizer=optimizer, config=self.config).findings
 
     def initial_loss(self, _: Any) -> list[Finding]:
-        from mindspore_doctor.probes.evaluation import Probe, is_classification
+        from mindspore_doctor.checks import CheckSkipped
+        from mindspore_doctor.probes.evaluation import Probe, infer_task
         from mindspore_doctor.rules.training import unexpected_initial_loss
         from mindspore_doctor.signals import StepSignals, TrainingHistory
 
         net, loss_fn, _opt = _built(self.build)
         measured = Probe(net, loss_fn).measure(self.batches[:1])
         classes = None
-        if is_classification(measured.outputs) and any(k in type(loss_fn).__name__ for k in _CLASSIFICATION_LOSSES):
-            classes = int(measured.outputs.shape[1])
+        try:
+            task = infer_task(measured.outputs, measured.labels, loss_fn)
+        except CheckSkipped:
+            task = None  # no class count to expect a loss from; the baseline phase says why
+        cross_entropy = task is not None and (task.family == "classes" or any(
+            k in type(loss_fn).__name__ for k in _CLASSIFICATION_LOSSES))  # a library loss, or one of the user's
+        if cross_entropy and task.kind == "multiclass":
+            classes = int(measured.outputs.shape[task.class_axis])
         self.meta["initial_loss"] = {"loss": measured.loss, "num_classes": classes,
                                      "expected": math.log(classes) if classes else None}
         history = TrainingHistory(steps=[StepSignals(step=0, loss=measured.loss)], num_classes=classes)
@@ -167,7 +174,7 @@ class _Session:
         )]
 
     def baseline(self, _: Any) -> list[Finding]:
-        from mindspore_doctor.probes.evaluation import Probe, baseline_metric
+        from mindspore_doctor.probes.evaluation import Probe, infer_task
         from mindspore_doctor.rules.evaluation import worse_than_baseline
 
         net, loss_fn, optimizer = _built(self.build)
@@ -181,11 +188,13 @@ class _Session:
                 done += 1
                 bar.update(done, f"loss {loss:.4g}")
         measured = Probe(net, loss_fn).measure(self.heldout_batches)
+        task = infer_task(measured.outputs, measured.labels, loss_fn)  # CheckSkipped (MSD002) when none fits
         reference = np.concatenate([b[-1] for b in self.train_batches])
-        baseline = baseline_metric(measured.outputs, measured.labels, reference)
-        model = measured.metric
-        self.meta["baseline"] = {"metric": model.name, "model": model.value, "baseline": baseline.value,
-                                 "heldout_batches": len(self.heldout_batches), "epochs": epochs}
+        baseline = task.baseline(measured.outputs.shape, measured.labels, reference)
+        model = task.metric(measured.outputs, measured.labels)
+        self.meta["baseline"] = {"task": task.kind, "metric": model.name, "model": model.value,
+                                 "baseline": baseline.value, "heldout_batches": len(self.heldout_batches),
+                                 "epochs": epochs}
         bar.close(f"{model.name}: model {model.value:.4g} vs trivial {baseline.value:.4g}")
         data = "held-out" if self.heldout_batches is not self.batches else "sampled"
         return worse_than_baseline(model, baseline, self.config, data=data, samples=len(measured.labels))
@@ -262,7 +271,7 @@ def sanity(build: Build, dataset: Any, progress: bool = True, **options: Any) ->
     from mindspore_doctor.diagnosis import diagnose
     from mindspore_doctor.checks import Check, run_checks, selector
 
-    config = options.pop("config", None) or DoctorConfig.from_options(options)
+    config = DoctorConfig.from_options(options)
     wanted = selector(config)
     report = Report(meta={"target": getattr(build, "__name__", "build"), "sanity": {}})
     loaded: list = []

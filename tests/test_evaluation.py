@@ -197,3 +197,72 @@ def test_a_mode_switch_problem_is_not_also_reported_as_underfitting():
                         train_baseline=base)
     assert {f.code for f in evaluation_findings([record], CFG)} == {"MSD402"}
     assert {f.code for f in evaluation_findings([record], CFG, (7.0, ["bn"]))} == {"MSD405"}
+
+
+# --- the task decides the metric (issue 13 point 9) -----------------------------------------------------
+
+_R = np.random.default_rng(0)
+_IDS = _R.integers(0, 4, 32)
+TASKS = {
+    "binary-logit": ((32, 1), _R.integers(0, 2, (32, 1)).astype(np.float32), nn.BCEWithLogitsLoss(), "binary", 0.0),
+    "binary-flat-probability": ((32,), _R.integers(0, 2, 32).astype(np.float32), nn.BCELoss(), "binary", 0.5),
+    "multiclass": ((32, 4), _IDS.astype(np.int32), nn.CrossEntropyLoss(), "multiclass", -1),
+    "multiclass-onehot": ((32, 4), np.eye(4, dtype=np.float32)[_IDS], nn.CrossEntropyLoss(), "multiclass", -1),
+    "multilabel": ((32, 4), _R.integers(0, 2, (32, 4)).astype(np.float32), nn.BCEWithLogitsLoss(), "multilabel", 0.0),
+    "per-token": ((32, 6, 9), _R.integers(0, 9, (32, 6)).astype(np.int32), None, "multiclass", 2),
+    "segmentation": ((32, 3, 5, 5), _R.integers(0, 3, (32, 5, 5)).astype(np.int32), None, "multiclass", 1),
+    "autoencoder": ((32, 1, 8, 8), _R.random((32, 1, 8, 8)).astype(np.float32), nn.MSELoss(), "regression", None),
+    "flat-autoencoder": ((32, 64), _R.random((32, 64)).astype(np.float32), None, "regression", None),
+    "regression": ((32, 1), _R.standard_normal(32).astype(np.float32), nn.MSELoss(), "regression", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TASKS))
+def test_the_task_is_inferred_from_the_loss_and_the_shapes(case):
+    from mindspore_doctor.probes.evaluation import infer_task
+
+    shape, labels, loss, kind, detail = TASKS[case]
+    outputs = _R.standard_normal(shape)
+    task = infer_task(outputs, labels, loss)
+    assert task.kind == kind
+    if kind == "multiclass":
+        assert task.class_axis % len(shape) == detail % len(shape)
+    elif kind in ("binary", "multilabel"):
+        assert task.threshold == detail
+
+
+def test_each_task_scores_a_perfect_model_above_its_baseline():
+    from mindspore_doctor.probes.evaluation import infer_task
+
+    for case, (shape, labels, loss, kind, _) in TASKS.items():
+        task = infer_task(_R.standard_normal(shape), labels, loss)
+        if kind == "multiclass":
+            ids = labels.argmax(-1) if labels.shape == shape else labels.reshape(np.delete(shape, task.class_axis))
+            perfect = np.moveaxis(np.eye(shape[task.class_axis])[ids], -1, task.class_axis)
+        elif kind in ("binary", "multilabel"):
+            perfect = labels.reshape(shape) * 10.0 - 5.0 + task.threshold
+        else:
+            perfect = labels.reshape(shape)
+        model, base = task.metric(perfect, labels), task.baseline(shape, labels)
+        assert worse_than_baseline(model, base, CFG) == [], case
+        assert worse_than_baseline(base, base, CFG) != [], case  # the trivial predictor itself is no better
+
+
+def test_per_token_accuracy_leaves_out_ignored_positions():
+    from mindspore_doctor.probes.evaluation import infer_task
+
+    labels = np.full((4, 5), -100, np.int64)
+    labels[:, 0] = 2
+    outputs = np.zeros((4, 5, 3))
+    outputs[:, :, 2] = 1.0  # right on the one real position, "wrong" on the padding
+    task = infer_task(outputs, labels, nn.CrossEntropyLoss(ignore_index=-100))
+    assert task.ignore_index == -100 and task.metric(outputs, labels).value == 1.0
+
+
+def test_shapes_that_fit_no_task_are_skipped_with_the_reason():
+    from mindspore_doctor.probes.evaluation import infer_task
+
+    with pytest.raises(CheckSkipped, match=r"shape \(32, 5\) and labels of shape \(32, 3\)"):
+        infer_task(np.zeros((32, 5)), np.zeros((32, 3), np.float32))
+    with pytest.raises(CheckSkipped, match="do not pair"):
+        infer_task(np.zeros((32, 5)), np.zeros((16,), np.int32))

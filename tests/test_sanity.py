@@ -151,3 +151,30 @@ def test_public_sanity_is_the_function_even_after_its_module_was_imported():
     from mindspore_doctor import sanity as public
 
     assert public is sanity
+
+
+def _one_logit(shuffle_labels):
+    """Breast cancer (scikit-learn's real data, exported once): one logit and BCEWithLogitsLoss."""
+    from pathlib import Path
+
+    data = np.load(Path(__file__).resolve().parents[1] / "benchmarks" / "realworld" / "data" / "breast_cancer.npz")
+    x = ((data["x"] - data["x"].mean(0)) / data["x"].std(0)).astype(np.float32)
+    y = data["y"].astype(np.float32)[:, None]
+    order = np.random.default_rng(0).permutation(len(y))
+    labels = np.random.default_rng(1).permutation(y[order]) if shuffle_labels else y[order]
+    dataset = ds.NumpySlicesDataset({"x": x[order], "label": labels}, shuffle=False).batch(32)
+
+    def build_binary():
+        net = nn.SequentialCell([nn.Dense(30, 16), nn.ReLU(), nn.Dense(16, 1)])
+        return net, nn.BCEWithLogitsLoss(), nn.Adam(net.trainable_params(), 0.01)
+
+    return build_binary, dataset
+
+
+def test_one_logit_binary_classifier_is_judged_by_accuracy():
+    """Issue 13 point 9: the baseline phase compared raw logits with 0/1 labels by MSE."""
+    report = sanity(*_one_logit(shuffle_labels=False), progress=False)
+    assert report.meta["sanity"]["baseline"]["task"] == "binary", report.meta["sanity"]["baseline"]
+    assert report.meta["sanity"]["baseline"]["model"] > 0.85 and "MSD404" not in report.codes(), str(report)
+    shuffled = sanity(*_one_logit(shuffle_labels=True), progress=False)
+    assert "MSD404" in shuffled.codes(), str(shuffled)

@@ -12,12 +12,14 @@ from typing import Any, Callable, TypeVar
 
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.data.signals import DataSignals, NetworkSignals
+from mindspore_doctor.data.signals import DataSignals, FeatureStats, NetworkSignals
+from mindspore_doctor.data.stats import view_flat_images
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.checks import Check, CheckSkipped, run_checks, selector
 
 T = TypeVar("T")
-DATA_CODES = tuple(f"MSD3{i:02d}" for i in range(1, 11))
+DATA_CODES = ("MSD205", *(f"MSD3{i:02d}" for i in range(1, 11)))
+"""MSD301-MSD310, and MSD205 when the regression target is itself an input column (certain before any step)."""
 PAIR_CODES = ("MSD308", "MSD309")
 
 
@@ -72,7 +74,7 @@ def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, loss_fn:
     ``options``: fields of ``DoctorConfig`` (or ``config=DoctorConfig(...)``);
     ``eval_dataset`` is used when ``eval_ds`` is not given.
     """
-    config = options.pop("config", None) or DoctorConfig.from_options(options)
+    config = DoctorConfig.from_options(options)
     eval_ds = eval_ds if eval_ds is not None else config.eval_dataset
     wanted = selector(config)
     start = time.perf_counter()
@@ -83,6 +85,7 @@ def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, loss_fn:
     if train is not None:
         roles, sample = train
         signals = DataSignals(sample.signals, evaluated[1].signals if evaluated else None)
+        view_flat_images(signals.train, signals.eval)
         if network is not None:
             from mindspore_doctor.data.network import network_signals
 
@@ -110,6 +113,12 @@ def _run_rules(signals: DataSignals, config: DoctorConfig, wanted: Callable[[str
     return run_checks(checks, signals, wanted)
 
 
+def _column_kind(f: FeatureStats) -> str:
+    """"image CHW", "tabular F", or "image CHW (flattened 1x8x8)" for an image that arrived as a vector."""
+    flattened = f" (flattened {'x'.join(map(str, f.grid))})" if f.grid else ""
+    return f"{f.kind} {f.layout}".strip() + flattened
+
+
 def _summary(signals: DataSignals, roles: Any) -> dict[str, Any]:
     """What was looked at, for the report: sample sizes, column roles and kinds."""
     out: dict[str, Any] = {"inputs": list(roles.inputs), "label": roles.label}
@@ -120,7 +129,7 @@ def _summary(signals: DataSignals, roles: Any) -> dict[str, Any]:
             "samples": ds.samples,
             "total_samples": ds.total_samples,
             "truncated_by_time": ds.truncated_by_time,
-            "columns": {f.column: f"{f.kind} {f.layout}".strip() for f in ds.features},
+            "columns": {f.column: _column_kind(f) for f in ds.features},
             "label_kind": ds.label.kind if ds.label else None,
         }
     return out

@@ -37,8 +37,23 @@ def count_outputs(network: Any, batch: dict[str, np.ndarray], roles: ColumnRoles
     return int(shape[_class_axis(shape, label_shape)]), ""
 
 
+SHARED_CLASSES = frozenset({"_Conv", "_RNNBase", "_RNNCellBase", "Embedding"})
+"""Cells (or their MindSpore base classes) that apply the same weights at every position of a sample: convolutions
+(and transposed ones), LSTM/GRU/RNN and their cells, embedding tables."""
+
+
+def _shared_params(network: Any, trainable: dict[int, int]) -> int:
+    """Trainable parameters (``trainable``: id -> size) owned by a weight-sharing cell (``SHARED_CLASSES``)."""
+    shared: set[int] = set()
+    for _, cell in network.cells_and_names():
+        if SHARED_CLASSES.intersection(c.__name__ for c in type(cell).__mro__):
+            shared.update(id(p) for p in cell.get_parameters(expand=False) if id(p) in trainable)
+    return sum(trainable[i] for i in shared)
+
+
 def network_signals(network: Any, batch: dict[str, np.ndarray], roles: ColumnRoles, label: LabelStats | None) -> NetworkSignals:
-    signals = NetworkSignals(trainable_params=int(sum(int(np.prod(p.shape)) for p in network.trainable_params())))
+    trainable = {id(p): int(np.prod(p.shape)) for p in network.trainable_params()}
+    signals = NetworkSignals(trainable_params=sum(trainable.values()), shared_params=_shared_params(network, trainable))
     if label is not None and label.kind in ("class", "onehot", "dense"):
         signals.num_outputs, signals.outputs_unknown_why = count_outputs(network, batch, roles)
     return signals

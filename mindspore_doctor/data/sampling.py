@@ -177,7 +177,7 @@ def read_sample(dataset: Any, name: str, roles: ColumnRoles, config: DoctorConfi
     signals.shards = _num_shards(dataset)
     signals.features = [acc.result() for acc in inputs.values()]
     signals.label = label.result() if label is not None and label.column not in signals.skipped_columns else None
-    signals.hashes = np.unique(np.array(hashes, dtype=np.uint64))
+    signals.hashes = np.array(hashes, dtype=np.uint64)
     signals.shuffle_ignored = _shuffle_ignored(dataset)
     return Sample(signals, first_batch)
 

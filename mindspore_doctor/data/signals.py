@@ -32,6 +32,11 @@ class FeatureStats:
     """Count of NaN/Inf values per feature."""
     per_sample: np.ndarray
     """(samples, features): the row (tabular) or the per-sample channel mean (image); outlier scan."""
+    grid: tuple[int, int, int] | None = None
+    """(channels, height, width) of an image column that arrived flattened to a vector; None otherwise."""
+    positions: int = 1
+    """Positions per sample a weight-shared layer (convolution, recurrent cell, embedding) is applied at:
+    height x width of an image, the steps of a sequence or token column, 1 for a tabular vector (MSD307)."""
 
     @property
     def num_features(self) -> int:
@@ -42,6 +47,11 @@ class FeatureStats:
         if self.layout == "":
             return f"`{self.column}`"
         return f"`{self.column}` {self.feature_name} {index}"
+
+    @property
+    def rows_are_values(self) -> bool:
+        """``per_sample`` holds the values themselves (tabular vectors, scalars), not per-sample means."""
+        return self.layout in ("F", "")
 
 
 @dataclass
@@ -74,7 +84,8 @@ class DatasetSignals:
     features: list[FeatureStats] = field(default_factory=list)
     label: LabelStats | None = None
     hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
-    """One 64-bit hash per sample of its input bytes (constant inputs left out): leakage scan."""
+    """One 64-bit hash per sample of its input bytes (constant inputs left out; repeats kept, they are the
+    dataset's own duplicate rate): leakage scan."""
     shuffle_ignored: bool = False
     """A GeneratorDataset asked to shuffle a source without random access (it silently does not)."""
     skipped_columns: dict[str, str] = field(default_factory=dict)
@@ -84,6 +95,9 @@ class DatasetSignals:
 @dataclass
 class NetworkSignals:
     trainable_params: int | None = None
+    shared_params: int = 0
+    """Trainable parameters of convolutions, recurrent cells and embeddings: applied with the same weights at
+    every position of a sample, each is fitted to samples x positions values (MSD307)."""
     num_outputs: int | None = None
     """Class count the network predicts (last axis of its output); None when unknown."""
     outputs_unknown_why: str = ""

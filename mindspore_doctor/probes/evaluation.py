@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 from mindspore import Tensor, nn
 
+from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
@@ -58,35 +59,164 @@ def _as_numpy(output: Any) -> np.ndarray:
     return np.asarray(output.asnumpy() if hasattr(output, "asnumpy") else output, dtype=np.float64)
 
 
-def is_classification(outputs: np.ndarray) -> bool:
-    return outputs.ndim == 2 and outputs.shape[1] >= 2
+LOSS_FAMILIES = {
+    "logits": ("BCEWithLogitsLoss", "MultiLabelSoftMarginLoss"),
+    "probabilities": ("BCELoss",),
+    "classes": ("CrossEntropyLoss", "SoftmaxCrossEntropyWithLogits", "NLLLoss", "FocalLoss", "MultiMarginLoss"),
+    "regression": ("MSELoss", "L1Loss", "L1LossExt", "MAELoss", "RMSELoss", "SmoothL1Loss", "HuberLoss"),
+}
+"""What a MindSpore loss says about the outputs it is given: one or more sigmoid logits, sigmoid
+probabilities, class scores, or values to regress."""
 
 
-def _class_ids(labels: np.ndarray) -> np.ndarray:
-    """Sparse ids from integer labels or one-hot rows."""
-    return labels.argmax(axis=-1) if labels.ndim == 2 and labels.shape[1] > 1 else labels.reshape(-1).astype(np.int64)
+def loss_family(loss_fn: Any) -> tuple[str | None, int | None]:
+    """(family, ignore_index) of the first MindSpore loss in ``loss_fn`` (itself or a cell it wraps)."""
+    if not isinstance(loss_fn, nn.Cell):
+        return None, None
+    for _, cell in loss_fn.cells_and_names():
+        name = type(cell).__name__
+        if not type(cell).__module__.startswith("mindspore."):
+            continue
+        family = next((f for f, names in LOSS_FAMILIES.items() if name in names), None)
+        if family is not None:
+            ignore = getattr(cell, "ignore_index", None)
+            return family, ignore if isinstance(ignore, int) else None
+    return None, None
 
 
-def model_metric(outputs: np.ndarray, labels: np.ndarray) -> Metric:
-    """Accuracy for (N, C) outputs, mean squared error otherwise."""
-    if is_classification(outputs):
-        return Metric("accuracy", float(np.mean(outputs.argmax(axis=1) == _class_ids(labels))), True)
-    target = labels.reshape(outputs.shape).astype(np.float64)
-    return Metric("mse", float(np.mean((outputs - target) ** 2)), False)
+def _is_binary(values: np.ndarray) -> bool:
+    return bool(values.size) and bool(np.isin(values, (0.0, 1.0)).all())
 
 
-def baseline_metric(outputs: np.ndarray, labels: np.ndarray, reference_labels: np.ndarray | None = None) -> Metric:
-    """The trivial predictor fitted on ``reference_labels`` (default: ``labels``), scored on ``labels``.
+def _is_onehot(values: np.ndarray) -> bool:
+    """Rows (last axis) of non-negative weights summing to 1: one-hot or label-smoothed class targets."""
+    return values.ndim >= 2 and values.shape[-1] > 1 and bool((values >= 0).all()) and bool(
+        np.allclose(values.sum(axis=-1), 1.0, atol=1e-4))
 
-    Classification: always the majority class; regression: always the label mean.
-    """
-    reference = labels if reference_labels is None else reference_labels
-    if is_classification(outputs):
-        ids = _class_ids(reference)
-        majority = np.bincount(ids[ids >= 0]).argmax() if ids.size else 0
-        return Metric("accuracy", float(np.mean(_class_ids(labels) == majority)), True)
-    mean = float(np.mean(reference.astype(np.float64)))
-    return Metric("mse", float(np.mean((labels.astype(np.float64) - mean) ** 2)), False)
+
+@dataclass(frozen=True)
+class Task:
+    """What the network predicts, inferred from its loss and the shapes of its outputs and labels; each task is
+    judged with its own metric against its own trivial predictor."""
+
+    kind: str
+    """"binary" (one logit or probability per sample), "multiclass" (class scores along ``class_axis``: per
+    sample, per token or per pixel), "multilabel" (one logit/probability per label, multi-hot targets) or
+    "regression" (any target shaped like the outputs, an autoencoder's included)."""
+    family: str | None = None
+    """The loss family (``LOSS_FAMILIES``); None for a loss of the user's own."""
+    class_axis: int = -1
+    threshold: float = 0.0
+    """binary/multilabel: a positive prediction is an output above this (0 for logits, 0.5 for probabilities)."""
+    ignore_index: int | None = None
+    """multiclass: the label the loss skips; negative labels are never scored either."""
+
+    def _ids(self, outputs_shape: tuple[int, ...], labels: np.ndarray) -> np.ndarray:
+        """Class ids shaped like the outputs without their class axis (one-hot rows: their argmax)."""
+        axis = self.class_axis % len(outputs_shape)
+        target = outputs_shape[:axis] + outputs_shape[axis + 1:]
+        if labels.size != int(np.prod(target)):
+            return labels.argmax(axis=-1).reshape(target)
+        return labels.reshape(target).astype(np.int64)
+
+    def _valid(self, ids: np.ndarray) -> np.ndarray:
+        """Positions that are scored: a real class, not the loss's ignore_index (padding)."""
+        return (ids >= 0) & (ids != self.ignore_index) if self.ignore_index is not None else ids >= 0
+
+    def metric(self, outputs: np.ndarray, labels: np.ndarray) -> Metric:
+        """The model's score: accuracy (binary, multi-class, per label) or mean squared error."""
+        if self.kind == "binary":
+            truth = labels.reshape(-1) > 0.5
+            return Metric("accuracy", float(np.mean((outputs.reshape(-1) > self.threshold) == truth)), True)
+        if self.kind == "multiclass":
+            ids = self._ids(outputs.shape, labels)
+            valid = self._valid(ids)
+            hits = outputs.argmax(axis=self.class_axis) == ids
+            return Metric("accuracy", float(np.mean(hits[valid])) if valid.any() else float("nan"), True)
+        if self.kind == "multilabel":
+            truth = labels.reshape(outputs.shape) > 0.5
+            return Metric("label accuracy", float(np.mean((outputs > self.threshold) == truth)), True)
+        target = labels.reshape(outputs.shape).astype(np.float64)
+        with np.errstate(over="ignore"):
+            predicted = 1.0 / (1.0 + np.exp(-outputs)) if self.family == "logits" else outputs
+        return Metric("mse", float(np.mean((predicted - target) ** 2)), False)
+
+    def baseline(self, outputs_shape: tuple[int, ...], labels: np.ndarray,
+                 reference: np.ndarray | None = None) -> Metric:
+        """The trivial predictor fitted on ``reference`` (default: ``labels``) and scored on ``labels``.
+
+        binary/multi-class: always the majority class; multi-label: each label's majority value; regression:
+        the mean target (per output position).
+        """
+        reference = labels if reference is None else reference
+        if self.kind == "binary":
+            majority = np.mean(reference.reshape(-1) > 0.5) >= 0.5
+            return Metric("accuracy", float(np.mean((labels.reshape(-1) > 0.5) == majority)), True,
+                          "predicting the majority class")
+        if self.kind == "multiclass":
+            shape = (reference.shape[0],) + outputs_shape[1:]
+            ref = self._ids(shape, reference)
+            ref = ref[self._valid(ref)]
+            ids = self._ids((labels.shape[0],) + outputs_shape[1:], labels)
+            valid = self._valid(ids)
+            majority = np.bincount(ref).argmax() if ref.size else 0
+            value = float(np.mean(ids[valid] == majority)) if valid.any() else float("nan")
+            where = "the majority class" if len(outputs_shape) == 2 else "the most frequent class at every position"
+            return Metric("accuracy", value, True, f"predicting {where}")
+        rows = labels.reshape(labels.shape[0], -1).astype(np.float64)
+        fitted = reference.reshape(reference.shape[0], -1).astype(np.float64).mean(axis=0)
+        if self.kind == "multilabel":
+            return Metric("label accuracy", float(np.mean((rows > 0.5) == (fitted >= 0.5))), True,
+                          "predicting each label's majority value")
+        return Metric("mse", float(np.mean((rows - fitted) ** 2)), False,
+                      "predicting the label mean" if rows.shape[1] == 1 else "predicting the mean target per position")
+
+
+def infer_task(outputs: np.ndarray, labels: np.ndarray, loss_fn: Any = None) -> Task:
+    """The task of a network from its (eval-mode) outputs, the labels and the loss; CheckSkipped when none fits."""
+    family, ignore = loss_family(loss_fn)
+    o, y = outputs.shape, labels.shape
+    shapes = f"outputs of shape {o} and labels of shape {y}"
+    if not o or not y or o[0] != y[0]:
+        raise CheckSkipped(f"{shapes} do not pair one label with each output")
+    per_output, per_label = int(np.prod(o[1:])), int(np.prod(y[1:]))
+    probabilities = family == "probabilities" or (family is None and outputs.min() >= 0 and outputs.max() <= 1)
+    threshold = 0.5 if probabilities else 0.0
+    if per_output == per_label:
+        if family == "regression":
+            return Task("regression", family)
+        if per_output == 1 and (family in ("logits", "probabilities") or (family is None and _is_binary(labels))):
+            return Task("binary", family, threshold=threshold)
+        if per_output > 1 and family != "logits" and _is_onehot(labels.reshape(o)):
+            return Task("multiclass", family, ignore_index=ignore)
+        if per_output > 1 and _is_binary(labels) and family in ("logits", "probabilities", None):
+            return Task("multilabel", family, threshold=threshold)
+        if family != "classes":  # e.g. a BCE autoencoder of grey images: its sigmoid outputs regress the pixels
+            return Task("regression", family)
+    elif family != "regression" and np.array_equal(labels, np.round(labels)):  # integer class ids
+        squeezed = y[:-1] if len(y) > 1 and y[-1] == 1 else y
+        for axis in (len(o) - 1, 1):
+            if len(o) >= 2 and o[:axis] + o[axis + 1:] in (y, squeezed):
+                return Task("multiclass", family, class_axis=axis, ignore_index=ignore)
+    raise CheckSkipped(f"{shapes} fit no task the evaluation knows (one logit or probability per sample, class "
+                       f"scores per sample/token/pixel, multi-hot labels, or targets shaped like the outputs)"
+                       + (f" under a {family} loss" if family else ""))
+
+
+NOISE_GROUPS = 32
+"""A mean loss's standard error is estimated from the mean losses of this many groups of samples (or of the
+batches, when there are more): 31 degrees of freedom put the estimate within ~13 %, for at most this many
+extra loss calls per measurement (on outputs already computed: no extra forward pass)."""
+
+
+def standard_error(means: np.ndarray, weights: np.ndarray) -> float | None:
+    """Standard error of the weighted mean of group means (the between-group spread; std / sqrt(n) for groups
+    of one sample); None for fewer than two groups or a non-finite group."""
+    if means.size < 2 or not np.isfinite(means).all():
+        return None
+    w = weights / weights.sum()
+    spread = np.sum(w ** 2 * (means - np.sum(w * means)) ** 2)
+    return float(np.sqrt(means.size / (means.size - 1) * spread))
 
 
 @dataclass
@@ -96,10 +226,8 @@ class Measured:
     outputs: np.ndarray
     labels: np.ndarray
     loss: float | None
-
-    @property
-    def metric(self) -> Metric:
-        return model_metric(self.outputs, self.labels)
+    loss_se: float | None = None
+    """Standard error of ``loss`` over the samples (``measure(noise=True)``); None when not estimated."""
 
 
 class Probe:
@@ -110,19 +238,49 @@ class Probe:
         self.loss_fn = loss_fn
         self._forward = _Forward(network)
 
-    def measure(self, batches: Sequence[Batch]) -> Measured:
-        """Eval-mode outputs and the loss (label = last column) over ``batches``."""
-        outputs, labels, losses = [], [], []
+    def measure(self, batches: Sequence[Batch], noise: bool = False) -> Measured:
+        """Eval-mode outputs and the loss (label = last column) over ``batches``; with ``noise``, also the
+        loss's standard error (``loss_se``)."""
+        outputs, labels = [], []
         with ModeSnapshot(self.network), BufferSnapshot(self.network):
             self._forward.set_train(False)  # the wrapper's phase keys the compiled graph: set it, not only the net's
             for batch in batches:
-                out = _as_numpy(self._forward(*(Tensor(x) for x in batch[:-1])))
-                outputs.append(out)
+                outputs.append(_as_numpy(self._forward(*(Tensor(x) for x in batch[:-1]))))
                 labels.append(batch[-1])
-                if self.loss_fn is not None:
-                    losses.append(_as_numpy(self.loss_fn(Tensor(out.astype(np.float32)), Tensor(batch[-1]))).mean())
-        loss = float(np.mean(losses)) if losses else None
-        return Measured(np.concatenate(outputs), np.concatenate(labels), loss)
+        measured = Measured(np.concatenate(outputs), np.concatenate(labels), None)
+        if self.loss_fn is not None:
+            losses = [self._loss(out, label) for out, label in zip(outputs, labels)]
+            measured.loss = float(np.mean(losses))
+            measured.loss_se = self._loss_noise(outputs, labels, losses) if noise else None
+        return measured
+
+    def _loss(self, outputs: np.ndarray, labels: np.ndarray) -> float:
+        return float(_as_numpy(self.loss_fn(Tensor(outputs.astype(np.float32)), Tensor(labels))).mean())
+
+    def _loss_noise(self, outputs: Sequence[np.ndarray], labels: Sequence[np.ndarray],
+                    batch_losses: Sequence[float]) -> float | None:
+        """Standard error of the mean loss: from the losses of about ``NOISE_GROUPS`` groups of samples (each
+        batch split evenly into groups of at most n / NOISE_GROUPS; a batch no larger than that is one group).
+
+        None when it cannot be told: outputs without a leading sample axis (a (T, N, C) CTC layout) or a loss
+        that fails on part of a batch (a loss of the user's own may need a whole batch).
+        """
+        size = -(-sum(len(label) for label in labels) // NOISE_GROUPS)
+        means, weights = [], []
+        for out, label, whole in zip(outputs, labels, batch_losses):
+            if len(label) <= size:
+                means.append(whole)
+                weights.append(len(label))
+                continue
+            if out.shape[0] != len(label):
+                return None
+            for group in np.array_split(np.arange(len(label)), -(-len(label) // size)):
+                try:
+                    means.append(self._loss(out[group], label[group]))
+                except Exception:  # noqa: BLE001 - the noise is then unknown; the evaluation goes on
+                    return None
+                weights.append(len(group))
+        return standard_error(np.asarray(means), np.asarray(weights, dtype=np.float64))
 
     def mode_switch(self, batch: Batch) -> tuple[float, list[str]]:
         """||train-mode outputs - eval-mode outputs|| / the smaller norm of the two on ``batch``, and the mode-dependent cells.
@@ -151,12 +309,16 @@ class Evaluator:
     config: DoctorConfig = field(default_factory=DoctorConfig)
     records: list[EvalRecord] = field(default_factory=list)
     mode_change: tuple[float, list[str]] | None = None
+    metric_skipped: str = ""
+    """Why MSD402/MSD404 cannot be judged (no task fits the outputs and labels); "" when they can."""
     _probe: Probe | None = None
 
     def run(self, network: nn.Cell, loss_fn: Any, epoch: int, train_loss: float | None = None,
             train_dataset: Any = None) -> EvalRecord:
         """Evaluate after ``epoch``; with ``train_dataset``, also measure the train loss/metric in eval mode.
 
+        The metric and its trivial baseline follow the task (``infer_task``); when no task fits, only the
+        losses are recorded (MSD401/MSD405 still judge them) and ``findings()`` says why with MSD002.
         An empty eval dataset raises ``CheckSkipped`` (the Doctor reports MSD002 and stops evaluating).
         """
         if self._probe is None or self._probe.network is not network:
@@ -165,16 +327,25 @@ class Evaluator:
         eval_batches = read_batches(self.eval_dataset, limit)
         if not eval_batches:
             raise CheckSkipped("the eval dataset is empty")
-        evaluated = self._probe.measure(eval_batches)
-        record = EvalRecord(epoch=epoch, train_loss=train_loss, eval_loss=evaluated.loss,
-                            eval_metric=evaluated.metric, eval_samples=len(evaluated.labels))
-        reference = None
+        evaluated = self._probe.measure(eval_batches, noise=True)
+        trained = None
         if train_dataset is not None:
-            trained = self._probe.measure(read_batches(train_dataset, limit))
-            record.train_loss, record.train_metric, reference = trained.loss, trained.metric, trained.labels
-        record.baseline = baseline_metric(evaluated.outputs, evaluated.labels, reference)
-        if record.train_metric is not None:
-            record.train_baseline = baseline_metric(evaluated.outputs, reference)
+            trained = self._probe.measure(read_batches(train_dataset, limit), noise=True)
+        record = EvalRecord(epoch=epoch, train_loss=trained.loss if trained else train_loss,
+                            eval_loss=evaluated.loss, eval_samples=len(evaluated.labels),
+                            train_loss_se=trained.loss_se if trained else None, eval_loss_se=evaluated.loss_se)
+        try:
+            task = infer_task(evaluated.outputs, evaluated.labels, loss_fn)
+        except CheckSkipped as why:
+            self.metric_skipped = str(why)
+        else:
+            shape = evaluated.outputs.shape
+            record.task = task.kind
+            record.eval_metric = task.metric(evaluated.outputs, evaluated.labels)
+            record.baseline = task.baseline(shape, evaluated.labels, trained.labels if trained else None)
+            if trained is not None:
+                record.train_metric = task.metric(trained.outputs, trained.labels)
+                record.train_baseline = task.baseline(shape, trained.labels)
         self.mode_change = self._probe.mode_switch(eval_batches[0])
         self.records.append(record)
         return record
@@ -187,4 +358,9 @@ class Evaluator:
         return {"records": [asdict(r) for r in self.records], "mode_switch": change}
 
     def findings(self) -> list[Finding]:
-        return evaluation_findings(self.records, self.config, self.mode_change)
+        skipped = []
+        if self.metric_skipped:
+            skipped = [make_finding("MSD002", f"MSD402, MSD404 skipped: {self.metric_skipped}",
+                                    location={"check": "evaluation-metric"},
+                                    evidence={"codes": ["MSD402", "MSD404"]})]
+        return [*evaluation_findings(self.records, self.config, self.mode_change), *skipped]

@@ -76,6 +76,14 @@ def nonfinite_input(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     return found
 
 
+def _mid_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks with ties sharing their mean rank: ranking tied values by position would make a shuffled target that
+    is mostly one value (95 % zeros = "missing") look sorted."""
+    distinct, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    return (first + (counts - 1) / 2.0)[inverse]
+
+
 def _order_problem(ds: DatasetSignals, num_outputs: int | None, config: DoctorConfig) -> tuple[str, dict] | None:
     """Why the label order looks unshuffled, with its numbers; None when it looks random."""
     label = ds.label
@@ -88,8 +96,7 @@ def _order_problem(ds: DatasetSignals, num_outputs: int | None, config: DoctorCo
     if label.kind == "regression":
         if np.ptp(values) == 0:
             return None
-        ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable")
-        rho = float(np.corrcoef(np.arange(n), ranks)[0, 1])
+        rho = float(np.corrcoef(np.arange(n), _mid_ranks(values))[0, 1])
         if abs(rho) <= config.shuffle_correlation:
             return None
         return (f"the target `{label.column}` is sorted along the stream (rank correlation with position {rho:+.2f} "
@@ -154,22 +161,40 @@ def class_imbalance(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     )]
 
 
-def _robust_z(x: np.ndarray) -> np.ndarray:
-    """|x - median| / (1.4826 MAD) per column; columns with MAD 0 (mostly one value) are left out as 0."""
+def _robust_z(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(|x - median| / (1.4826 MAD), median, 1.4826 MAD) per column; columns with MAD 0 (mostly one value) get z 0."""
     with np.errstate(all="ignore"):
         med = np.nanmedian(x, axis=0)
-        mad = 1.4826 * np.nanmedian(np.abs(x - med), axis=0)
-        z = np.abs(x - med) / np.where(mad > 0, mad, np.inf)
-    return np.nan_to_num(z, nan=0.0)
+        scale = 1.4826 * np.nanmedian(np.abs(x - med), axis=0)
+        z = np.abs(x - med) / np.where(scale > 0, scale, np.inf)
+    return np.nan_to_num(z, nan=0.0), med, scale
+
+
+def _beyond_gap(column: np.ndarray, median: float, gap: float) -> np.ndarray:
+    """Values past the first empty stretch of at least ``gap`` between the median and them, on either side.
+
+    A sentinel (-9999) or a corrupt value sits alone beyond such a gap; the top values of a discrete feature
+    (a pixel's 16 in 0..16) have every value from the bulk up to them filled in.
+    """
+    beyond = np.zeros(column.shape, dtype=bool)
+    for side in (1.0, -1.0):
+        distances = np.sort(side * (column - median))
+        distances = distances[distances > 0]
+        jumps = np.flatnonzero(np.diff(np.r_[0.0, distances]) >= gap)
+        if jumps.size:
+            beyond |= side * (column - median) >= distances[jumps[0]]
+    return beyond
 
 
 def input_outliers(s: DataSignals, config: DoctorConfig) -> list[Finding]:
-    """MSD303: samples whose features (image: channel means) lie far outside the bulk."""
+    """MSD303: samples whose features (image: channel means) lie far outside the bulk, beyond an empty gap."""
     found = []
     for f in s.train.features:
         if f.kind == "tokens" or f.per_sample.shape[0] < MIN_ORDER_SAMPLES:
             continue
-        z = _robust_z(f.per_sample)
+        z, median, scale = _robust_z(f.per_sample)
+        for j in np.flatnonzero((z > config.outlier_z).any(axis=0)):
+            z[:, j] *= _beyond_gap(f.per_sample[:, j], median[j], config.outlier_gap * scale[j])
         worst_per_sample = z.max(axis=1)
         outliers = np.flatnonzero(worst_per_sample > config.outlier_z)
         if not outliers.size:
@@ -184,8 +209,9 @@ def input_outliers(s: DataSignals, config: DoctorConfig) -> list[Finding]:
         found.append(make_finding(
             "MSD303",
             f"{outliers.size} of {z.shape[0]} sampled inputs of `{f.column}` lie more than {_g(config.outlier_z)} "
-            f"robust z-scores from the median; worst: sample #{worst}, {what}{f.feature_label(feature)} = "
-            f"{_g(f.per_sample[worst, feature])} (z = {_g(z[worst, feature])}, median {_g(np.nanmedian(f.per_sample[:, feature]))})."
+            f"robust z-scores from the median, past a gap in the values; worst: sample #{worst}, "
+            f"{what}{f.feature_label(feature)} = {_g(f.per_sample[worst, feature])} (z = {_g(z[worst, feature])}, "
+            f"median {_g(median[feature])})."
             + (f" {int(counts.max())} of them are exactly {_g(sentinel)}: a sentinel value (missing data?)."
                if sentinel is not None else ""),
             severity="warning" if sentinel is not None else None,
@@ -198,15 +224,35 @@ def input_outliers(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     return found
 
 
+def _spread(f: FeatureStats, config: DoctorConfig) -> np.ndarray:
+    """Each feature's scale for comparing features with each other.
+
+    The std, except for a feature that mostly repeats one value (a sparse count, a blank pixel): its std says
+    how rarely it varies, not in what units, so it is the RMS distance of its other values from that value.
+    """
+    spread = f.std.copy()
+    if not f.rows_are_values:
+        return spread
+    for j in np.flatnonzero(f.max > f.min):
+        column = f.per_sample[:, j]
+        column = column[np.isfinite(column)]
+        values, counts = np.unique(column, return_counts=True)
+        if counts.max() >= config.sparse_mode_fraction * column.size:
+            mode = values[counts.argmax()]
+            spread[j] = float(np.sqrt(np.mean(np.square(column[column != mode] - mode))))
+    return spread
+
+
 def input_not_normalized(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     """MSD304: features/channels far from mean 0 / std 1, or std scales differing by orders of magnitude."""
     found = []
     for f in s.train.features:
         if f.kind == "tokens":
             continue
-        varying = f.std > 0
+        varying = f.max > f.min
         far = np.flatnonzero(varying & ((np.abs(f.mean) > config.normalized_max) | (f.std > config.normalized_max)))
-        stds = f.std[varying]
+        spread = _spread(f, config)
+        stds = spread[varying]
         ratio = float(stds.max() / stds.min()) if stds.size >= 2 else 1.0
         if far.size:
             i = int(far[np.argmax(np.abs(f.mean[far]) + f.std[far])])
@@ -217,8 +263,9 @@ def input_not_normalized(s: DataSignals, config: DoctorConfig) -> list[Finding]:
         elif ratio > config.scale_ratio_max:
             lo, hi = int(np.flatnonzero(varying)[stds.argmin()]), int(np.flatnonzero(varying)[stds.argmax()])
             i = hi
-            message = (f"Input `{f.column}` mixes scales: {f.feature_label(hi)} has std {_g(f.std[hi])} but "
-                       f"{f.feature_name} {lo} only {_g(f.std[lo])} (ratio {ratio:.3g} > {_g(config.scale_ratio_max)}).")
+            message = (f"Input `{f.column}` mixes scales: {f.feature_label(hi)} varies by {_g(spread[hi])} (std) "
+                       f"but {f.feature_name} {lo} only by {_g(spread[lo])} "
+                       f"(ratio {ratio:.3g} > {_g(config.scale_ratio_max)}).")
         else:
             continue
         found.append(make_finding(
@@ -282,39 +329,67 @@ def label_out_of_range(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     return found
 
 
+def _capacity(s: DataSignals) -> tuple[dict[str, float], str]:
+    """The network's trainable parameters with a weight-shared one (``shared_params``) counted 1 / positions
+    ("effective_params": a convolution kernel is fitted at every position of every sample, a dense weight once
+    per sample), as evidence; and a note on how they were counted ("" when nothing is shared)."""
+    params = s.network.trainable_params or 0
+    positions = max((f.positions for f in s.train.features), default=1)
+    shared = min(s.network.shared_params, params)
+    effective = params - shared + shared / positions
+    note = "" if effective == params else (
+        f" (the {shared:,} in convolutions, recurrent cells and embeddings counted once per position: "
+        f"{positions:,} per sample, {effective:,.0f} in all)")
+    return {"trainable_params": params, "shared_params": shared, "positions": positions,
+            "effective_params": effective}, note
+
+
 def too_few_samples(s: DataSignals, config: DoctorConfig) -> list[Finding]:
-    """MSD307: trainable parameters far above the sample count, or classes with too few samples."""
+    """MSD307: trainable parameters far above the sample count, or classes too small for the network's capacity.
+
+    Capacity is measured in parameters per fitted value: a weight applied at every position (a convolution
+    kernel at each pixel, a recurrent cell at each step) counts 1 / positions of a parameter.
+    """
     if s.train.total_samples is None:
         raise CheckSkipped("the training set's size is unknown (a generator without __len__ that was not read to the end)")
     total = s.train.total_samples * s.train.shards  # the model sees every shard, one per rank
     found = []
     params = s.network.trainable_params
-    where = _where(s.train, s.train.label.column if s.train.label else "")
-    if params and params / total > config.params_per_sample_max:
+    capacity, counted = _capacity(s)
+    effective = capacity["effective_params"]
+    column = s.train.label.column if s.train.label else ""
+    if params and effective / total > config.params_per_sample_max:
         found.append(make_finding(
             "MSD307",
-            f"The network has {params:,} trainable parameters for {total:,} training samples "
-            f"({params / total:.0f} per sample > {_g(config.params_per_sample_max)}): it can memorise the data.",
-            location=where,
-            evidence={"trainable_params": params, "samples": total, "params_per_sample": params / total},
+            f"The network has {params:,} trainable parameters{counted} for {total:,} training samples "
+            f"({effective / total:.0f} per sample > {_g(config.params_per_sample_max)}): it can memorise the data.",
+            location=_where(s.train, column),
+            evidence={**capacity, "samples": total, "params_per_sample": effective / total},
             suggestion="Collect more data, augment it, or use a smaller / pretrained model with regularisation.",
         ))
     ids = _class_ids(s.train.label)
-    if ids is not None and ids.size and not _order_problem(s.train, s.network.num_outputs, config):
-        classes, counts = np.unique(ids, return_counts=True)
-        estimated = counts / ids.size * total
-        few = np.flatnonzero(estimated < config.min_samples_per_class)
-        if few.size:
-            k = int(few[np.argmin(estimated[few])])
-            found.append(make_finding(
-                "MSD307",
-                f"{few.size} of {classes.size} classes have fewer than {config.min_samples_per_class} training samples; "
-                f"class {int(classes[k])} has about {estimated[k]:.0f} of {total:,}.",
-                location=where,
-                evidence={"classes_below": classes[few].tolist(), "estimated_counts": dict(zip(classes.tolist(), np.round(estimated).tolist())),
-                          "samples": total},
-                suggestion="Collect or augment samples of the rare classes, or merge classes.",
-            ))
+    if not params or ids is None or not ids.size or _order_problem(s.train, s.network.num_outputs, config):
+        return found  # without the network there is no capacity to judge a class's size against
+    classes, counts = np.unique(ids, return_counts=True)
+    estimated = counts / ids.size * total
+    per_class = effective / max(classes.size, s.network.num_outputs or 0)
+    few = np.flatnonzero((estimated < config.min_samples_per_class)
+                         & (per_class / np.maximum(estimated, 1) > config.params_per_class_sample_max))
+    if few.size:
+        k = int(few[np.argmin(estimated[few])])
+        found.append(make_finding(
+            "MSD307",
+            f"{few.size} of {classes.size} classes are small for the network's capacity: class {int(classes[k])} "
+            f"has about {estimated[k]:.0f} of {total:,} training samples for {per_class:,.0f} trainable parameters "
+            f"per class{counted} ({per_class / max(estimated[k], 1):.0f} per sample > "
+            f"{_g(config.params_per_class_sample_max)}).",
+            location={**_where(s.train, column), "classes": "small"},  # its own key beside the model-size finding
+            evidence={**capacity, "classes_below": classes[few].tolist(),
+                      "estimated_counts": dict(zip(classes.tolist(), np.round(estimated).tolist())),
+                      "samples": total, "params_per_class": per_class},
+            suggestion="Collect or augment samples of the rare classes, merge classes, or use a smaller / "
+            "pretrained model.",
+        ))
     return found
 
 
@@ -326,15 +401,35 @@ def _paired_features(s: DataSignals) -> list[tuple[FeatureStats, FeatureStats]]:
             if t.column in by_column and t.kind != "tokens" and by_column[t.column].num_features == t.num_features]
 
 
+def _kurtosis(f: FeatureStats) -> np.ndarray:
+    """Per-feature kurtosis of the values (3 where only per-sample means were kept: treated as normal)."""
+    if not f.rows_are_values or f.per_sample.shape[0] < 2:
+        return np.full(f.num_features, 3.0)
+    with np.errstate(all="ignore"):
+        standard = (f.per_sample - f.mean) / np.where(f.std > 0, f.std, np.inf)
+        return np.nan_to_num(np.nanmean(standard ** 4, axis=0), nan=3.0)
+
+
 def train_eval_mismatch(s: DataSignals, config: DoctorConfig) -> list[Finding]:
-    """MSD308: eval feature/channel means or stds far from the train ones (different preprocessing)."""
+    """MSD308: eval feature/channel means or stds far from the train ones (different preprocessing).
+
+    Each difference must exceed its threshold by ``mismatch_noise_sigmas`` standard errors of its own estimate:
+    the std of a feature that is non-zero in a handful of samples is mostly noise.
+    """
     found = []
-    for t, e in _paired_features(s):
+    pairs = _paired_features(s)
+    n_t, n_e = (max(s.train.samples, 1), max(s.eval.samples, 1)) if pairs else (1, 1)
+    k = config.mismatch_noise_sigmas
+    for t, e in pairs:
         scale = np.where(t.std > 0, t.std, np.where(e.std > 0, e.std, np.inf))
         shift = np.abs(e.mean - t.mean) / scale
+        shift_noise = np.sqrt(t.std ** 2 / n_t + e.std ** 2 / n_e) / scale
         with np.errstate(all="ignore"):
-            std_ratio = np.where((t.std > 0) & (e.std > 0), e.std / t.std, 1.0)
-        off = (shift > config.mismatch_shift) | (std_ratio > config.mismatch_std_ratio) | (std_ratio < 1 / config.mismatch_std_ratio)
+            both = (t.std > 0) & (e.std > 0)
+            std_ratio = np.where(both, e.std / t.std, 1.0)
+            log_noise = np.sqrt((_kurtosis(t) - 1) / (4 * n_t) + (_kurtosis(e) - 1) / (4 * n_e))
+        off = shift > config.mismatch_shift + k * np.nan_to_num(shift_noise)
+        off |= np.abs(np.log(std_ratio)) > np.log(config.mismatch_std_ratio) + k * np.where(both, log_noise, 0.0)
         off &= np.isfinite(shift) | (std_ratio != 1.0)
         bad = np.flatnonzero(off)
         if not bad.size:
@@ -354,23 +449,33 @@ def train_eval_mismatch(s: DataSignals, config: DoctorConfig) -> list[Finding]:
 
 
 def train_eval_leakage(s: DataSignals, config: DoctorConfig) -> list[Finding]:
-    """MSD309: eval samples byte-identical to training samples (hashes of the sampled inputs)."""
+    """MSD309: more eval samples byte-identical to training samples than the training set's own repeats explain.
+
+    Short token sequences or coarse discrete rows repeat by nature: the rate at which a training sample repeats
+    another training sample is what a fresh eval sample is expected to match too.
+    """
     if s.eval is None or not s.eval.hashes.size or not s.train.hashes.size:
         return []
-    shared = np.intersect1d(s.train.hashes, s.eval.hashes)
-    if shared.size < config.leakage_min_matches:
+    train_hashes, train_counts = np.unique(s.train.hashes, return_counts=True)
+    matched = int(np.isin(s.eval.hashes, train_hashes).sum())
+    natural = float(train_counts[train_counts > 1].sum()) / s.train.hashes.size
+    expected = natural * s.eval.hashes.size
+    noise = config.leakage_noise_sigmas * np.sqrt(expected * (1.0 - natural))
+    if matched < config.leakage_min_matches or matched <= expected + noise:
         return []
     partial = ""
     if (s.train.total_samples or 0) > s.train.samples:
         partial = (f" Only {s.train.samples} of {s.train.total_samples:,} training samples were compared, "
                    "so the real overlap is likely larger.")
+    repeats = (f" The training sample repeats itself at a rate of {natural:.1%}, which explains about "
+               f"{expected:.0f}." if natural else "")
     return [make_finding(
         "MSD309",
-        f"{shared.size} of {s.eval.hashes.size} sampled eval inputs also appear, byte for byte, in the "
-        f"{s.train.hashes.size} sampled training inputs.{partial}",
+        f"{matched} of {s.eval.hashes.size} sampled eval inputs also appear, byte for byte, in the "
+        f"{s.train.hashes.size} sampled training inputs.{repeats}{partial}",
         location={"dataset": "eval"},
-        evidence={"shared": int(shared.size), "eval_sampled": int(s.eval.hashes.size),
-                  "train_sampled": int(s.train.hashes.size), "train_total": s.train.total_samples},
+        evidence={"shared": matched, "eval_sampled": int(s.eval.hashes.size), "train_sampled": int(s.train.hashes.size),
+                  "train_total": s.train.total_samples, "train_repeat_rate": natural, "expected_shared": expected},
         suggestion="Split train and eval by unique sample (deduplicate first; split by subject/source when "
         "samples are related) so eval measures generalisation, not memory.",
     )]
@@ -407,7 +512,48 @@ def constant_feature(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     return found
 
 
+def label_in_inputs(s: DataSignals, config: DoctorConfig) -> list[Finding]:
+    """MSD205 (before training): an input feature is the regression target itself, or an affine copy of it.
+
+    The loss then collapses as soon as the network learns to read that column; judged on the data it is
+    certain before the first step, whatever the network.
+    """
+    label = s.train.label
+    if label is None or label.kind != "regression":
+        return []
+    found = []
+    for f in s.train.features:
+        rows = f.per_sample
+        if not f.rows_are_values or rows.shape[0] != label.values.size:
+            continue
+        keep = np.isfinite(label.values) & np.isfinite(rows).all(axis=1)
+        if keep.sum() < MIN_ORDER_SAMPLES or np.ptp(label.values[keep]) == 0:
+            continue
+        target = label.values[keep] - label.values[keep].mean()
+        x = rows[keep] - rows[keep].mean(axis=0)
+        with np.errstate(all="ignore"):
+            r = (x * target[:, None]).sum(axis=0) / np.sqrt((x ** 2).sum(axis=0) * (target ** 2).sum())
+        residual = np.sqrt(np.clip(1.0 - np.nan_to_num(r) ** 2, 0.0, None))
+        copies = np.flatnonzero(residual <= config.label_copy_tolerance)
+        if not copies.size:
+            continue
+        j = int(copies[0])
+        found.append(make_finding(
+            "MSD205",
+            f"Input {f.feature_label(j)} is the target `{label.column}` itself (an affine copy: correlation "
+            f"{r[j]:+.6f} over {int(keep.sum())} sampled rows): the network can read the answer, so the loss will "
+            "collapse and the model is useless once the target is unknown.",
+            location=_where(s.train, f.column),
+            evidence={"feature": j, "correlation": float(r[j]), "residual": float(residual[j]),
+                      "samples": int(keep.sum()), "features": copies[:20].tolist(), "source": "data"},
+            suggestion=f"Drop the target column from the inputs (e.g. features = table[:, :-1]); check every "
+            f"feature derived from `{label.column}`.",
+        ))
+    return found
+
+
 RULES: list[tuple[str, DataRule]] = [
+    ("MSD205", label_in_inputs),
     ("MSD301", nonfinite_input),
     ("MSD302", class_imbalance),
     ("MSD303", input_outliers),
@@ -419,4 +565,4 @@ RULES: list[tuple[str, DataRule]] = [
     ("MSD309", train_eval_leakage),
     ("MSD310", constant_feature),
 ]
-"""(code, rule) in catalog order."""
+"""(code, rule): the data checks in catalog order, the one training-signal code they can prove early first."""

@@ -19,9 +19,11 @@ class Metric:
     """One score of a model, or of a trivial predictor, on some data."""
 
     name: str
-    """"accuracy" (classification) or "mse" (regression)."""
+    """"accuracy" (binary, multi-class, per token/pixel), "label accuracy" (multi-label) or "mse" (regression)."""
     value: float
     higher_is_better: bool
+    trivial: str = ""
+    """For a trivial predictor's score: how it predicts ("predicting the majority class")."""
 
 
 @dataclass
@@ -29,8 +31,14 @@ class EvalRecord:
     """One evaluation: train and eval losses and metrics after ``epoch`` (None: not measured)."""
 
     epoch: int
+    task: str | None = None
+    """What the metrics judge: "binary", "multiclass", "multilabel" or "regression" (None: no metric)."""
     train_loss: float | None = None
     eval_loss: float | None = None
+    train_loss_se: float | None = None
+    """Standard error of ``train_loss`` over its samples (None: not estimated, taken as no noise)."""
+    eval_loss_se: float | None = None
+    """Standard error of ``eval_loss`` over the eval samples: a small eval split's loss is noisy."""
     eval_metric: Metric | None = None
     eval_samples: int | None = None
     train_metric: Metric | None = None
@@ -63,49 +71,75 @@ def _beats(model: Metric, baseline: Metric, margin: float, samples: int | None =
 
 
 def _describe(metric: Metric) -> str:
-    return f"{metric.name} {metric.value:.3g}" if metric.name != "accuracy" else f"accuracy {metric.value:.1%}"
+    return f"{metric.name} {metric.value:.1%}" if metric.higher_is_better else f"{metric.name} {metric.value:.3g}"
 
 
 # --- MSD401 -------------------------------------------------------------------------------
 
 
+def _se(*scaled: tuple[float | None, float]) -> float:
+    """Standard error of a sum of independent, scaled losses: (standard error, scale) pairs; unknown counts as 0."""
+    return math.sqrt(sum((scale * (se or 0.0)) ** 2 for se, scale in scaled))
+
+
+def _sigmas(excess: float, se: float, last: EvalRecord) -> str:
+    """"3.4 standard errors (± 0.031 over 256 eval samples)"; "" when the noise is unknown."""
+    if not se:
+        return ""
+    samples = f" over {last.eval_samples} eval samples" if last.eval_samples else ""
+    return f"{excess / se:.1f} standard errors (± {se:.3g}{samples})"
+
+
 def overfitting(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Finding]:
     """Eval loss rising for ``overfit_patience`` evaluations while train loss falls (ending at least
-    ``overfit_min_rise`` above its best), or a large gap once stalled."""
+    ``overfit_min_rise`` and ``overfit_noise_sigmas`` standard errors above its best), or, once stalled, an
+    eval loss at least ``overfit_gap_ratio`` x the train loss and ``overfit_noise_sigmas`` standard errors above it.
+
+    The standard errors (``eval_loss_se``, ``train_loss_se``) keep both tests quiet on a small eval split,
+    whose mean loss moves by its sampling noise from one evaluation to the next.
+    """
     rows = [r for r in records if _finite(r.train_loss) and _finite(r.eval_loss)]
-    k = config.overfit_patience
+    k, z = config.overfit_patience, config.overfit_noise_sigmas
     for end in range(k, len(rows)):
         window = rows[end - k : end + 1]
         eval_rising = all(b.eval_loss > a.eval_loss for a, b in zip(window, window[1:]))
         train_falling = all(b.train_loss < a.train_loss for a, b in zip(window, window[1:]))
         best = min(rows[: end + 1], key=lambda r: r.eval_loss)
         last = window[-1]
-        if eval_rising and train_falling and last.eval_loss >= (1 + config.overfit_min_rise) * best.eval_loss:
+        rise, se = last.eval_loss - best.eval_loss, _se((last.eval_loss_se, 1.0), (best.eval_loss_se, 1.0))
+        if (eval_rising and train_falling and last.eval_loss >= (1 + config.overfit_min_rise) * best.eval_loss
+                and rise > z * se):
+            noise = _sigmas(rise, se, last)
             return [_overfit_finding(
                 f"The eval loss rose for {k} evaluations in a row (from {window[0].eval_loss:.4g} to "
                 f"{last.eval_loss:.4g} at epoch {last.epoch}) while the train loss kept falling "
                 f"({window[0].train_loss:.4g} -> {last.train_loss:.4g}): training went past its best point "
                 f"(epoch {best.epoch}, eval loss {best.eval_loss:.4g}; now {last.eval_loss / best.eval_loss - 1:.0%} "
-                "above it).",
-                last, best, "rising")]
+                f"above it{', ' + noise if noise else ''}).",
+                last, best, "rising", se)]
     if len(rows) > k:
         best = min(rows, key=lambda r: r.eval_loss)
         last = rows[-1]
         stalled = all(r.eval_loss >= best.eval_loss for r in rows[-k:]) and best is not rows[-1]
         gap = last.eval_loss / last.train_loss if last.train_loss > 0 else math.inf
-        if stalled and gap >= config.overfit_gap_ratio:
+        excess = last.eval_loss - last.train_loss
+        se = _se((last.eval_loss_se, 1.0), (last.train_loss_se, 1.0))
+        if stalled and gap >= config.overfit_gap_ratio and excess > z * se:
+            noise = _sigmas(excess, se, last)
             return [_overfit_finding(
                 f"The eval loss ({last.eval_loss:.4g}) is {gap:.3g}x the train loss ({last.train_loss:.4g}) at "
-                f"epoch {last.epoch} and has not improved since epoch {best.epoch} ({best.eval_loss:.4g}).",
-                last, best, "gap")]
+                f"epoch {last.epoch} and has not improved since epoch {best.epoch} ({best.eval_loss:.4g})"
+                + (f"; the gap is {noise}." if noise else "."),
+                last, best, "gap", se)]
     return []
 
 
-def _overfit_finding(message: str, last: EvalRecord, best: EvalRecord, kind: str) -> Finding:
+def _overfit_finding(message: str, last: EvalRecord, best: EvalRecord, kind: str, se: float) -> Finding:
     return make_finding(
         "MSD401", message, step=None, location={"epoch": last.epoch},
         evidence={"kind": kind, "epoch": last.epoch, "train_loss": last.train_loss, "eval_loss": last.eval_loss,
-                  "best_epoch": best.epoch, "best_eval_loss": best.eval_loss},
+                  "best_epoch": best.epoch, "best_eval_loss": best.eval_loss, "standard_error": se,
+                  "eval_samples": last.eval_samples},
         suggestion=f"Keep the checkpoint of epoch {best.epoch} (early stopping); add data or augmentation, "
         "weight decay or dropout, or use a smaller model.",
     )
@@ -145,7 +179,8 @@ def worse_than_baseline(metric: Metric | None, baseline: Metric | None, config: 
         return []
     if _finite(metric.value) and _beats(metric, baseline, config.baseline_margin, samples):
         return []
-    trivial = "predicting the majority class" if baseline.name == "accuracy" else "predicting the label mean"
+    trivial = baseline.trivial or ("predicting the majority class" if baseline.higher_is_better
+                                   else "predicting the label mean")
     return [make_finding(
         "MSD404",
         f"On the {data} data the model's {_describe(metric)} is not better than {trivial} "
