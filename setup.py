@@ -14,7 +14,11 @@ setup(
     ],
     extras_require={
         "html": ["jinja2>=3.1", "matplotlib>=3.8"],
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "jinja2>=3.1", "matplotlib>=3.8", "selenium>=4.20"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "jinja2>=3.1", "matplotlib>=3.8", "selenium>=4.20",
+                 # the real-code corpus (benchmarks/realworld): maintained MindSpore model libraries, pinned, and
+                 # the imports they need but do not declare (mindyolo: cv2; mindaudio: wget, mir_eval, Levenshtein)
+                 "mindcv==0.3.0", "mindyolo==0.5.0", "mindaudio==0.3.0", "opencv-python-headless==4.10.0.84",
+                 "wget==3.2", "mir_eval==0.8.2", "Levenshtein==0.27.5"],
     },
     entry_points={"console_scripts": ["msdoctor=mindspore_doctor.cli:main"]},
 )

@@ -19,6 +19,7 @@ import ast
 import json
 import os
 import platform
+import re
 import shutil
 import socket
 import statistics
@@ -118,10 +119,13 @@ def run_one(program: Program, workdir: Path, timeout_s: float) -> dict[str, Any]
 
 
 def _alarms(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Warning/error findings, first one per code (the Doctor logs each (code, location) once, in order)."""
+    """Warning/error findings, first one per code (the Doctor logs each (code, location) once, in order).
+
+    A finding the lifecycle resolved by the end counts with the severity it was logged with: it alarmed then.
+    """
     first: dict[str, dict[str, Any]] = {}
     for f in result.get("findings", []):
-        if f["severity"] in ALARM:
+        if f.get("original_severity", f["severity"]) in ALARM:
             first.setdefault(f["code"], f)
     return first
 
@@ -293,10 +297,28 @@ def print_summary(scored: dict[str, Any]) -> None:
           f"MSD001 {len(t['internal_errors'])}, weights changed {len(t['weights_changed'])}")
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+REALWORLD_SECTION = ("<!-- realworld:begin -->", "<!-- realworld:end -->")
+"""docs/benchmark.md holds both benchmarks: the real-code corpus (scripts/bench_realworld.py) owns the text between
+these markers, this script everything else."""
+
+
+def write_doc(fault_tables: str | None = None, realworld: str | None = None) -> None:
+    """Rewrite one part of docs/benchmark.md and keep the other (None: keep that part as it is)."""
+    text = DOC.read_text() if DOC.exists() else ""
+    begin, end = REALWORLD_SECTION
+    match = re.search(re.escape(begin) + ".*?" + re.escape(end), text, re.S)
+    kept_realworld = match.group(0) if match else ""
+    kept_faults = (text[: match.start()] + text[match.end():]) if match else text
+    parts = [(fault_tables if fault_tables is not None else kept_faults).rstrip("\n"),
+             realworld if realworld is not None else kept_realworld]
+    write_atomically(DOC, "\n\n".join(p for p in parts if p) + "\n")
+    print(f"wrote {DOC}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -313,8 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render:
         saved = json.loads(args.render.read_text())
-        _write_atomically(DOC, markdown(saved, saved["meta"]))
-        print(f"wrote {DOC.relative_to(ROOT)}")
+        write_doc(fault_tables=markdown(saved, saved["meta"]))
         return 0
 
     programs = discover(args.only, args.fast)
@@ -331,10 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"date": date.today().isoformat(), "seconds": seconds, "jobs": args.jobs,
             "machine": f"{os.cpu_count()}-core {platform.machine()} CPU, Python {platform.python_version()}"}
     if args.json:
-        _write_atomically(args.json, json.dumps({"meta": meta, **scored}, indent=1))
+        write_atomically(args.json, json.dumps({"meta": meta, **scored}, indent=1))
     if args.write_docs:
-        _write_atomically(DOC, markdown(scored, meta))
-        print(f"wrote {DOC.relative_to(ROOT)}")
+        write_doc(fault_tables=markdown(scored, meta))
     if args.keep is None:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"{len(programs)} programs in {seconds:.0f} s")

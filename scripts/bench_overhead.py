@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("plain", "doctor", "summary")
@@ -98,38 +98,45 @@ def _worker(model_name: str, variant: str, reports: bool) -> dict:
 
 
 def _paired(model_name: str, block: int) -> dict:
-    """Plain and Doctor steps alternated in blocks of ``block`` steps in ONE process.
-
-    Between processes, the same plain run varies by 10-30 % on this machine (thread placement, other jobs),
-    more than the Doctor's cost; two identical models stepped in alternation see the same conditions. The
-    Doctor gets exactly the callback calls ``Model.train`` makes (``on_train_begin``, then
-    ``on_train_step_begin``/``_end`` around each step), so its whole per-step cost is timed: probes, the loss
-    read, the rules on probe steps. Each block ends with a read of its last loss (the device work is done).
-    """
+    """The reference model's plain and Doctor steps, paired (see :func:`paired_timing`)."""
     import mindspore as ms
     from mindspore import Tensor
-    from mindspore.train import Model
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    spec = MODELS[model_name]
+    x, y = _arrays(model_name, 2 * spec["steps"])
+    batches = [(Tensor(x[i:i + spec["batch"]]), Tensor(y[i:i + spec["batch"]]))
+               for i in range(0, len(x), spec["batch"])]
+    return paired_timing(lambda: _model(model_name), batches, _dataset(x, y, spec["batch"]), block)
+
+
+def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, block: int) -> dict:
+    """Plain and Doctor steps alternated in blocks of ``block`` steps in ONE process.
+
+    ``build()`` returns a fresh ``Model``; both copies step through ``batches`` (one step each), the Doctor's
+    copy with ``dataset`` as its training set. Between processes, the same plain run varies by 10-30 % on this
+    machine (thread placement, other jobs), more than the Doctor's cost; two identical models stepped in
+    alternation see the same conditions. The Doctor gets exactly the callback calls ``Model.train`` makes
+    (``on_train_begin``, then ``on_train_step_begin``/``_end`` around each step), so its whole per-step cost is
+    timed: probes, the loss read, the rules on probe steps. Each block ends with a read of its last loss (the
+    device work is done).
+    """
     from mindspore.train.callback import RunContext, _InternalCallbackParam
 
     from mindspore_doctor import Doctor
 
-    ms.set_context(mode=ms.GRAPH_MODE)
-    spec = MODELS[model_name]
-    steps = 2 * spec["steps"]
-    x, y = _arrays(model_name, steps)
-    batches = [(Tensor(x[i:i + spec["batch"]]), Tensor(y[i:i + spec["batch"]]))
-               for i in range(0, len(x), spec["batch"])]
+    steps = len(batches)
 
-    def build() -> Model:
-        model = _model(model_name)
+    def fresh() -> Any:
+        model = build()
         model._train_network.set_train()  # pylint: disable=protected-access (what Model.train does)
         return model
 
-    plain, doctored = build(), build()
+    plain, doctored = fresh(), fresh()
     cb = _InternalCallbackParam()
     cb.train_network, cb.network = doctored._train_network, doctored._network  # pylint: disable=protected-access
     cb.loss_fn, cb.optimizer = doctored._loss_fn, doctored._optimizer  # pylint: disable=protected-access
-    cb.train_dataset = _dataset(x, y, spec["batch"])
+    cb.train_dataset = dataset
     cb.epoch_num, cb.batch_num, cb.cur_epoch_num, cb.cur_step_num = 1, steps, 1, 0
     cb.mode, cb.dataset_sink_mode, cb.parallel_mode, cb.device_number = "train", False, "stand_alone", 1
     context = RunContext(cb)

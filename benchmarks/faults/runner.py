@@ -33,7 +33,7 @@ def program_names() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
 
 
-def _seed(mode: str) -> None:
+def seed_all(mode: str) -> None:
     import mindspore as ms
     import mindspore.dataset as mds
     import numpy as np
@@ -44,27 +44,27 @@ def _seed(mode: str) -> None:
     np.random.seed(0)
 
 
-def _weights(net: Any) -> dict[str, Any]:
+def final_weights(net: Any) -> dict[str, Any]:
     return {p.name: p.asnumpy().copy() for p in net.get_parameters()}
 
 
-def _same_weights(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def same_weights(a: dict[str, Any], b: dict[str, Any]) -> bool:
     import numpy as np
 
     return a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
 
 
-def _doctor_left_weights_alone(deterministic: bool, plain: dict[str, Any] | None, doctored: dict[str, Any],
+def doctor_left_weights_alone(deterministic: bool, plain: dict[str, Any] | None, doctored: dict[str, Any],
                                plain_again: dict[str, Any] | None) -> bool | None:
     """True/False; None when the plain run does not repeat itself either (MindSpore's CPU Dropout)."""
     if plain is None or not deterministic:
         return None
-    if _same_weights(plain, doctored):
+    if same_weights(plain, doctored):
         return True
-    return False if plain_again is not None and _same_weights(plain, plain_again) else None
+    return False if plain_again is not None and same_weights(plain, plain_again) else None
 
 
-def _timed(module: Any, callbacks: list[Any]) -> tuple[Any, dict[str, Any]]:
+def run_timed(module: Any, callbacks: list[Any]) -> tuple[Any, dict[str, Any]]:
     from benchmarks.faults.kit import StepClock
 
     clock = StepClock()
@@ -76,9 +76,11 @@ def _timed(module: Any, callbacks: list[Any]) -> tuple[Any, dict[str, Any]]:
     return outcome, timing
 
 
-def _finding(f: Any, source: str) -> dict[str, Any]:
+def finding_row(f: Any, source: str) -> dict[str, Any]:
+    """One finding; a resolved one (the finding lifecycle) also carries the severity it was logged with."""
+    lifecycle = {k: f.evidence[k] for k in ("original_severity", "resolved_step") if k in f.evidence}
     return {"code": f.code, "severity": f.severity.value, "step": f.step, "where": f.where,
-            "message": f.message, "source": source}
+            "message": f.message, "source": source, **lifecycle}
 
 
 def run(name: str) -> dict[str, Any]:
@@ -93,47 +95,54 @@ def run(name: str) -> dict[str, Any]:
         "fast": fault.fast, "sanity": fault.sanity, "launcher": fault.launcher, "mode": fault.mode,
         "options": sorted(fault.options)}}
 
-    _seed(fault.mode)
+    seed_all(fault.mode)
     try:
-        outcome, result["plain"] = _timed(module, [])
+        outcome, result["plain"] = run_timed(module, [])
         module.effect(outcome)
         result["effect"] = {"ok": True, "reason": ""}
-        plain_weights = _weights(outcome.network)
+        plain_weights = final_weights(outcome.network)
     except Exception as exc:  # noqa: BLE001 - a broken program is a benchmark result, not a crash
         result["effect"] = {"ok": False, "reason": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
         plain_weights = None
 
-    _seed(fault.mode)
+    seed_all(fault.mode)
     options = {**fault.options, **(module.doctor_options() if hasattr(module, "doctor_options") else {})}
     doctor = Doctor(**options)
     findings: list[dict[str, Any]] = []
     try:
-        outcome, result["doctor"] = _timed(module, [doctor])
-        doctored = _weights(outcome.network)
+        outcome, result["doctor"] = run_timed(module, [doctor])
+        doctored = final_weights(outcome.network)
     except Exception as exc:  # noqa: BLE001 - recorded: the Doctor must never crash training
         result["doctor"] = {"crashed": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
         doctored = None
-    findings += [_finding(f, "doctor") for f in doctor.report.findings]
+    findings += [finding_row(f, "doctor") for f in doctor.report.findings]
 
     # The plain run once more: the step-time reference (the first run in a process pays one-off warm-ups:
     # data pipeline threads, PyNative kernel builds) and the check that the program repeats itself at all.
-    _seed(fault.mode)
-    outcome, result["plain_again"] = _timed(module, [])
+    seed_all(fault.mode)
+    outcome, result["plain_again"] = run_timed(module, [])
     if doctored is not None:
-        result["doctor"]["weights_identical"] = _doctor_left_weights_alone(
-            fault.deterministic, plain_weights, doctored, _weights(outcome.network) if plain_weights else None)
+        result["doctor"]["weights_identical"] = doctor_left_weights_alone(
+            fault.deterministic, plain_weights, doctored, final_weights(outcome.network) if plain_weights else None)
 
     if fault.sanity:
         started = time.perf_counter()
         report = sanity(module.build, module.dataset(), progress=False, **fault.options)
         result["sanity_s"] = time.perf_counter() - started
-        findings += [_finding(f, "sanity") for f in report.findings]
+        findings += [finding_row(f, "sanity") for f in report.findings]
     result["findings"] = findings
     return result
 
 
 def _rank() -> int:
     return int(os.environ.get("RANK_ID", os.environ.get("MS_NODE_ID", "0")) or 0)
+
+
+def write_result(path: str, result: dict[str, Any]) -> None:
+    """Whole or not at all: the parent reads the file as soon as the process ends."""
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=str))
+    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = run(args.name)
     if _rank() == 0:
-        tmp = Path(args.out).with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1, default=str))
-        tmp.replace(args.out)
+        write_result(args.out, result)
     return 0
 
 

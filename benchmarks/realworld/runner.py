@@ -1,0 +1,157 @@
+"""Run one real-code corpus program in this process: lint, plain training (the effect check), ``Doctor()``, timing.
+
+    python -m benchmarks.realworld.runner NAME --out result.json [--paired-steps 60]
+
+Lint: ``lint(network, loss_fn=, optimizer=, sample_inputs=)`` on a fresh build.
+Trained programs then run as the fault programs do (``benchmarks.faults.runner``'s
+seeding, timing and weight comparison): plain, then with ``Doctor()`` at its
+defaults (plus ``eval_dataset=`` where the program has an eval split); the plain
+run is repeated only when the weights differ, to tell a Doctor that changed
+training from a program that does not repeat itself (MindSpore's CPU Dropout).
+The step-time ratio comes from ``scripts/bench_overhead.py``'s paired timing
+(plain and Doctor steps alternated in blocks, one process); peak RSS is read after
+the plain run and after the Doctor run (same process, so the ratio is an upper bound).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from benchmarks.faults import runner as fault_runner
+from benchmarks.realworld import lint_only
+
+PROGRAMS = "benchmarks.realworld.programs"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(name: str) -> Any:
+    """A program module, or a lint-only entry of ``lint_only.MODELS`` in the same shape."""
+    return lint_only.program(name) if name in lint_only.MODELS else importlib.import_module(f"{PROGRAMS}.{name}")
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _overhead() -> Any:
+    """``scripts/bench_overhead.py`` as a module (for its paired timing)."""
+    if "bench_overhead" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_overhead", ROOT / "scripts" / "bench_overhead.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return sys.modules["bench_overhead"]
+
+
+def _lint(module: Any) -> tuple[list[dict[str, Any]], float]:
+    from mindspore_doctor import lint
+
+    setup = module.recipe()
+    sample = module.DATA.sample_inputs() if hasattr(module, "DATA") else module.sample_inputs()
+    started = time.perf_counter()
+    report = lint(setup.network, loss_fn=setup.loss_fn, optimizer=setup.optimizer, sample_inputs=sample,
+                  train_network=setup.model._train_network)  # pylint: disable=protected-access
+    return [fault_runner.finding_row(f, "lint") for f in report.findings], time.perf_counter() - started
+
+
+def _paired(module: Any, steps: int, block: int) -> dict[str, Any]:
+    """The program's plain and Doctor steps alternated in one process (bench_overhead's paired timing)."""
+    batches: list[tuple] = []
+    while len(batches) < steps:
+        epoch = module.DATA.train_dataset().create_tuple_iterator(num_epochs=1)
+        batches += [tuple(item) for item in epoch][: steps - len(batches)]
+    return _overhead().paired_timing(lambda: module.recipe().model, batches, module.DATA.train_dataset(), block)
+
+
+def run(name: str, paired_steps: int, block: int) -> dict[str, Any]:
+    """Lint, then (trained programs) plain + effect, Doctor, paired timing."""
+    import mindspore_doctor
+    from mindspore_doctor import Doctor
+
+    module = load(name)
+    fault = module.FAULT
+    trained = hasattr(module, "train")
+    result: dict[str, Any] = {
+        "name": name, "library": module.LIBRARY, "covers": list(module.COVERS), "trained": trained,
+        "mindspore_doctor": str(Path(mindspore_doctor.__file__).resolve().parent),
+        "fault": {"description": fault.description, "arch": fault.arch, "data": fault.data, "fast": fault.fast,
+                  "mode": fault.mode, "options": sorted(fault.options)}}
+    findings: list[dict[str, Any]] = []
+    fault_runner.seed_all(fault.mode)
+    try:
+        lint_findings, result["lint_s"] = _lint(module)
+        findings += lint_findings
+    except Exception as exc:  # noqa: BLE001 - recorded: lint must never crash on a healthy model
+        result["lint_crashed"] = f"{type(exc).__name__}: {exc}"
+        result["lint_traceback"] = traceback.format_exc()
+    result["rss_mb"] = {"lint": _peak_rss_mb()}
+    if not trained:
+        result["findings"] = findings
+        return result
+
+    fault_runner.seed_all(fault.mode)
+    plain_weights = None
+    try:
+        outcome, result["plain"] = fault_runner.run_timed(module, [])
+        plain_weights = fault_runner.final_weights(outcome.network)
+        result["plain"].update(first_loss=outcome.mean_loss(first=10), last_loss=outcome.mean_loss(last=10),
+                               metrics=outcome.metrics)
+        module.effect(outcome)
+        result["effect"] = {"ok": True, "reason": ""}
+    except Exception as exc:  # noqa: BLE001 - a broken program is a benchmark result, not a crash
+        result["effect"] = {"ok": False, "reason": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    result["rss_mb"]["plain"] = _peak_rss_mb()
+
+    fault_runner.seed_all(fault.mode)
+    eval_ds = module.DATA.eval_dataset()
+    options = {**fault.options, **({"eval_dataset": eval_ds} if eval_ds is not None else {})}
+    doctor = Doctor(**options)
+    try:
+        outcome, result["doctor"] = fault_runner.run_timed(module, [doctor])
+        doctored = fault_runner.final_weights(outcome.network)
+    except Exception as exc:  # noqa: BLE001 - recorded: the Doctor must never crash training
+        result["doctor"] = {"crashed": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        doctored = None
+    findings += [fault_runner.finding_row(f, "doctor") for f in doctor.report.findings]
+    result["rss_mb"]["doctor"] = _peak_rss_mb()
+
+    if doctored is not None and plain_weights is not None:
+        again = None
+        if not fault_runner.same_weights(plain_weights, doctored):
+            # The Doctor, or a program that does not repeat itself? Run it plain once more to tell.
+            fault_runner.seed_all(fault.mode)
+            outcome, result["plain_again"] = fault_runner.run_timed(module, [])
+            again = fault_runner.final_weights(outcome.network)
+        result["doctor"]["weights_identical"] = fault_runner.doctor_left_weights_alone(
+            fault.deterministic, plain_weights, doctored, again)
+    if paired_steps:
+        fault_runner.seed_all(fault.mode)
+        try:
+            result["paired"] = _paired(module, paired_steps, block)
+        except Exception as exc:  # noqa: BLE001 - timing is a measurement, not a verdict
+            result["paired"] = {"failed": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    result["findings"] = findings
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", help="program module name in benchmarks/realworld/programs")
+    parser.add_argument("--out", required=True, help="where to write the JSON result")
+    parser.add_argument("--paired-steps", type=int, default=60,
+                        help="steps per variant in the paired step-time measurement (0: skip it)")
+    parser.add_argument("--block", type=int, default=10, help="steps per block in the paired timing")
+    args = parser.parse_args(argv)
+    fault_runner.write_result(args.out, run(args.name, args.paired_steps, args.block))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

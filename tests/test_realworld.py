@@ -1,0 +1,115 @@
+"""The real-code corpus (issue 13): healthy library models must get no warning or error from lint or the Doctor.
+
+The fast subset (``FAULT(fast=True)``) runs here end to end; the whole corpus runs with
+``python scripts/bench_realworld.py --jobs 1``.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "bench_realworld.py"
+PROGRAMS = ROOT / "benchmarks" / "realworld" / "programs"
+
+
+def _bench():
+    if "bench_realworld" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_realworld", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return sys.modules["bench_realworld"]
+
+
+def _keys():
+    bench = _bench()
+    return {p.stem: bench._faults().literal_keywords(p) for p in sorted(PROGRAMS.glob("[a-z]*.py"))}
+
+
+def test_corpus_covers_enough_architectures_and_trains_enough_of_them():
+    keys = _keys()
+    lint_only = _bench()._lint_only().MODELS
+    sources = {name: (PROGRAMS / f"{name}.py").read_text() for name in keys}
+    assert all(k["category"] == "healthy" and not k["expect"] for k in keys.values())
+    assert len({k["arch"] for k in keys.values()} | {m.arch for m in lint_only.values()}) >= 12
+    assert all(f"\n{part}" in text for text in sources.values() for part in ("DATA = ", "def recipe(", "def train("))
+    assert len(keys) >= 8 and not set(keys) & set(lint_only)
+    assert _bench().discover(None, fast=True)  # a CI subset exists
+
+
+@pytest.mark.parametrize("library", ["mindcv", "mindyolo", "mindaudio"])
+def test_model_libraries_are_installed_by_the_test_setup(library):
+    """setup.py's ``test`` extra pins them: the corpus never downloads anything at run time."""
+    assert importlib.import_module(library).__name__ == library
+
+
+def _row(name, lint=(), doctor=(), effect=True, weights=True, trained=True, resolved=()):
+    findings = [{"source": "lint", "code": c, "severity": s, "step": None, "where": "-", "message": c}
+                for c, s in lint]
+    findings += [{"source": "doctor", "code": c, "severity": s, "step": 50, "where": "-", "message": c}
+                 for c, s in doctor]
+    findings += [{"source": "doctor", "code": c, "severity": "info", "original_severity": "warning", "step": 40,
+                  "resolved_step": 90, "where": "-", "message": c} for c in resolved]
+    result = {"name": name, "library": "mindcv 0.3.0", "covers": ["BatchNorm"], "trained": trained,
+              "fault": {"arch": name, "data": "images", "fast": False}, "findings": findings, "process_s": 1.0,
+              "rss_mb": {"lint": 500.0, "plain": 600.0, "doctor": 660.0}}
+    if trained:
+        result.update(effect={"ok": effect, "reason": ""}, plain={"steps": 200},
+                      doctor={"weights_identical": weights}, paired={"median_ratio": 1.2, "mean_ratio": 1.3})
+    return result
+
+
+def test_scorer_counts_alarms_by_source_and_ignores_info_and_resolved_findings():
+    scored = _bench().score([
+        _row("a", lint=[("MSD109", "warning"), ("MSD115", "info")]),
+        _row("b", doctor=[("MSD209", "warning"), ("MSD401", "warning")], effect=False),
+        _row("c", doctor=[("MSD115", "info")], weights=False, resolved=["MSD203"]),
+        _row("d", lint=[("MSD101", "warning")], trained=False),
+    ])
+    totals = scored["totals"]
+    assert scored["rows"][2]["resolved"] == ["MSD203"] and scored["rows"][2]["doctor_alarms"] == []
+    assert totals["with_alarms"] == ["a", "b", "d"]
+    assert (totals["lint_alarms"], totals["doctor_alarms"]) == (2, 2)
+    assert totals["effect_failures"] == ["b"] and totals["weights_changed"] == ["c"]
+    assert (totals["trained"], totals["linted_only"]) == (3, 1)
+    assert totals["median_step_ratio"] == 1.2 and totals["median_rss_ratio"] == pytest.approx(1.1)
+
+
+def test_each_benchmark_rewrites_only_its_own_part_of_the_docs(tmp_path, monkeypatch):
+    bench = _bench()
+    faults = bench._faults()
+    doc = tmp_path / "benchmark.md"
+    doc.write_text("# Fault benchmark\n\nfault tables\n")
+    monkeypatch.setattr(faults, "DOC", doc)
+    scored = bench.score([_row("a")])
+    meta = {"date": "2026-01-01", "machine": "2-core", "seconds": 10.0, "jobs": 1}
+    faults.write_doc(realworld=bench.markdown(scored, meta))
+    faults.write_doc(realworld=bench.markdown(scored, meta))
+    text = doc.read_text()
+    assert text.startswith("# Fault benchmark\n\nfault tables\n") and text.count(faults.REALWORLD_SECTION[0]) == 1
+    assert "| a | mindcv 0.3.0 |" in text
+    faults.write_doc(fault_tables="# Fault benchmark\n\nnew fault tables\n")  # bench_faults.py --write-docs
+    text = doc.read_text()
+    assert text.startswith("# Fault benchmark\n\nnew fault tables\n\n") and "| a | mindcv 0.3.0 |" in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_ci_subset_of_the_corpus_learns_with_no_false_alarm(tmp_path):
+    out = tmp_path / "scores.json"
+    run = subprocess.run([sys.executable, str(SCRIPT), "--fast", "--jobs", "2", "--json", str(out)],
+                         capture_output=True, text=True, timeout=850, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    totals = json.loads(out.read_text())["totals"]
+    report = run.stdout[-4000:]
+    assert totals["programs"] >= 4 and totals["failed_to_run"] == [], report
+    assert totals["effect_failures"] == [] and totals["crashes"] == [] and totals["internal_errors"] == [], report
+    assert totals["with_alarms"] == [], report
+    assert totals["weights_changed"] == [], report
