@@ -80,6 +80,10 @@ class DoctorConfig:
     """MSD207: a layer's gradient RMS (sqrt of mean g², which is >= mean |g|) below this is vanishing."""
     vanishing_grad_ratio: float = 1e-3
     """MSD207: first-layer / last-layer gradient-norm ratio below this is vanishing."""
+    no_gradient_fraction: float = 1e-6
+    """MSD207: a gradient RMS below this fraction of the median layer's on every probe is no gradient at all (no loss
+    term reaches the parameter: a dropped output, a detection level no target is assigned to), and the message says
+    so rather than "vanish" (mindyolo's unassigned YOLOv8 box branches: 5e-15 and exactly 0 against a median 1e-3)."""
     vanishing_update_fraction: float = 0.05
     """MSD207: ... only while the layer's update ratio is also below this fraction of its peers' (the upper
     quartile of the network's; the last layer's for the first/last ratio). Under AdamW a layer with RMS |g| 3e-8

@@ -466,3 +466,31 @@ def test_update_ratio_judged_as_at_the_peak_of_the_parameters_own_learning_rate_
     decayed = history(5e-6, [1e-4, 1e-4, 1e-4])  # ...at 1 % of its own peak 1e-2 (the peak was taken earlier)
     decayed.group_peak_learning_rates[0] = 1e-2
     assert rules.update_ratio_too_small(decayed, CONFIG) == []
+
+
+def test_a_gradient_no_loss_term_reaches_is_named_as_such():
+    """mindyolo YOLOv8-n on small objects (measured): the unassigned levels' box branches get 5e-15 and exactly 0
+    while the median layer gets about 1e-3 - no gradient at all, not one that fades through depth."""
+    grads = {"stem.weight": 1e-2, "neck.weight": 1e-3, "box_p5.weight": 0.0, "box_p4.weight": 5e-15,
+             "head.weight": 1e-3}
+    history = _layers(grads, {**{n: 1e-3 for n in grads}, "box_p5.weight": 0.0, "box_p4.weight": 1e-9})
+    found = {f.location["parameter"]: f for f in rules.vanishing_gradient(history, CONFIG)}
+    assert set(found) == {"box_p5.weight", "box_p4.weight"}
+    for f in found.values():
+        assert "gets no gradient" in f.message and "no loss term reaches it" in f.message and f.evidence["no_gradient"]
+        assert "loss reaches this parameter" in f.suggestion
+
+
+def test_a_gradient_that_fades_through_depth_still_vanishes():
+    """A deep sigmoid stack's first layer: 1e-8 against a median 1e-4 is small, but it is a gradient."""
+    grads = {"first.weight": 1e-8, "mid.weight": 1e-4, "last.weight": 1e-3}
+    history = _layers(grads, {"first.weight": 1e-9, "mid.weight": 1e-4, "last.weight": 1e-3})
+    (f,) = rules.vanishing_gradient(history, CONFIG)
+    assert "vanish" in f.message and not f.evidence["no_gradient"] and "ReLU-family" in f.suggestion
+
+
+def test_a_network_the_loss_never_reaches_gets_no_gradient_anywhere():
+    """The optimizer built from a stale instance: every parameter it holds gets exactly 0."""
+    grads = {"conv.weight": 0.0, "fc.weight": 0.0}
+    found = rules.vanishing_gradient(_layers(grads, {n: 0.0 for n in grads}), CONFIG)
+    assert len(found) == 2 and all("gets no gradient" in f.message and "most layers" in f.message for f in found)

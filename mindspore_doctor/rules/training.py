@@ -328,6 +328,12 @@ def _learning_peers(history: TrainingHistory, probe: StepSignals) -> float | Non
     return ratios[round(0.75 * (len(ratios) - 1))] if ratios else None
 
 
+def _median_gradient(history: TrainingHistory, probe: StepSignals) -> float:
+    """The median weight's RMS gradient at ``probe`` (0.0 when none was measured)."""
+    values = [v for n, v in probe.grad_rms.items() if _is_weight(history, n) and _finite(v)]
+    return statistics.median(values) if values else 0.0
+
+
 def _relative_update(probes: list[StepSignals], name: str,
                      reference: Callable[[StepSignals], float | None]) -> float | None:
     """Median over ``probes`` of ``name``'s update ratio / ``reference``'s; None when no probe measured both."""
@@ -341,6 +347,13 @@ def _cannot_learn(relative: float | None, config: DoctorConfig) -> bool:
     optimizers normalise the gradient's scale away, and a layer scale (ConvNeXt's gamma = 1e-6) makes it small by
     design: such a layer moves as fast as its peers, it learns."""
     return relative is None or relative < config.vanishing_update_fraction
+
+
+_VANISHING_FIX = ("Use ReLU-family activations or residual connections, He/Glorot init, normalisation layers; check "
+                  "nothing cuts the gradient (stop_gradient, integer casts).")
+_NO_GRADIENT_FIX = ("Check that the loss reaches this parameter: an output computed and dropped (an auxiliary head), a "
+                    "branch cut by stop_gradient, a detection level no target is assigned to (match the strides to "
+                    "the object sizes), a parameter the optimizer holds that the network no longer uses.")
 
 
 def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
@@ -363,19 +376,24 @@ def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[F
         if not _cannot_learn(relative, config):
             continue
         lag = "" if relative is None else f", and it moves {relative:.2g}x as fast as the network's learning layers"
+        median = _median_gradient(history, last)
+        none = all(v <= config.no_gradient_fraction * _median_gradient(history, p) for p, v in zip(probes, values))
+        if none:
+            against = f"against {median:.3g} for the median layer" if median else "as for most layers"
+            what = (f"`{name}` gets no gradient: RMS |g| = {values[-1]:.3g} {against} on the last {len(probes)} "
+                    "probed steps; no loss term reaches it")
+        else:
+            what = (f"Gradients of `{name}` vanish: RMS |g| = {values[-1]:.3g} < {config.vanishing_grad_mean:g} "
+                    f"on the last {len(probes)} probed steps")
         found.append(
             make_finding(
                 "MSD207",
-                f"Gradients of `{name}` vanish: RMS |g| = {values[-1]:.3g} < {config.vanishing_grad_mean:g} "
-                f"on the last {len(probes)} probed steps{lag}.",
+                f"{what}{lag}.",
                 location=_param_location(name),
                 step=last.step,
                 evidence={"grad_rms": values[-1], "threshold": config.vanishing_grad_mean,
-                          "relative_update": relative},
-                suggestion="Use ReLU-family activations or residual connections, He/Glorot init, "
-                "normalisation layers; check nothing cuts the gradient (stop_gradient, integer casts) and that "
-                "the loss reaches this branch at all (an auxiliary head whose output is dropped, a detection "
-                "level no target is assigned to).",
+                          "relative_update": relative, "median_grad_rms": median, "no_gradient": none},
+                suggestion=_NO_GRADIENT_FIX if none else _VANISHING_FIX,
             )
         )
     weights = [n for n in history.parameter_order if _is_weight(history, n) and n in last.grad_norm]
