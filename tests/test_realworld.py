@@ -82,6 +82,26 @@ def test_scorer_counts_alarms_by_source_and_ignores_info_and_resolved_findings()
     assert totals["median_step_ratio"] == 1.2 and totals["median_rss_ratio"] == pytest.approx(1.1)
 
 
+def test_model_zoo_summary_lists_failures_and_each_alarm_once_with_its_recipes(tmp_path):
+    spec = importlib.util.spec_from_file_location("lint_model_zoo", ROOT / "scripts" / "lint_model_zoo.py")
+    zoo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(zoo)
+    unused = {"code": "MSD110", "severity": "warning", "where": "conv2d", "message": "never used"}
+    note = {"code": "MSD115", "severity": "info", "where": "bn.beta", "message": "redundant"}
+    results = {"repmlp": {"model": "repmlp", "runs": {"momentum": {"findings": [unused, note]},
+                                                      "adamw": {"findings": [unused]}}},
+               "resnet": {"model": "resnet", "runs": {"momentum": {"findings": [note]}}},
+               "rexnet": {"model": "rexnet", "failed": "device address error"}}
+    for name, result in results.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(result))
+    (tmp_path / zoo.SUMMARY).write_text("{}")  # an earlier summary is not a model
+    summary = zoo.summarize(tmp_path)
+    assert summary["models"] == 3 and summary["failed"] == {"rexnet": "device address error"}
+    assert summary["with_alarms"] == ["repmlp"]
+    assert summary["alarms"] == [{"model": "repmlp", "code": "MSD110", "where": "conv2d", "message": "never used",
+                                  "recipes": ["momentum", "adamw"]}]
+
+
 def test_each_benchmark_rewrites_only_its_own_part_of_the_docs(tmp_path, monkeypatch):
     bench = _bench()
     faults = bench._faults()
