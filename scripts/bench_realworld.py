@@ -17,7 +17,6 @@ docs/benchmark-notes.md explains it as a real problem.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -38,28 +37,23 @@ DOC = ROOT / "docs" / "benchmark.md"
 ALARM = ("warning", "error")
 
 
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # benchmarks/ (nothing heavy is imported at module level)
+
+from benchmarks import load_script  # noqa: E402
+from benchmarks.realworld import lint_only  # noqa: E402
+
+
 def _faults() -> Any:
     """scripts/bench_faults.py as a module: its answer-key reader, alarm filter and formatting."""
-    if "bench_faults" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_faults", ROOT / "scripts" / "bench_faults.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules["bench_faults"]
-
-
-def _lint_only() -> Any:
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.realworld import lint_only  # imports nothing heavy
-
-    return lint_only
+    return load_script("bench_faults")
 
 
 def discover(only: list[str] | None, fast: bool) -> list[str]:
     """Program modules and lint-only entries, sorted; with ``fast``, only those marked ``fast``."""
     flags = {path.stem: _faults().literal_keywords(path).get("fast", False)
              for path in PROGRAMS.glob("[a-z]*.py")}
-    flags.update({name: spec.fast for name, spec in _lint_only().MODELS.items()})
+    flags.update({name: spec.fast for name, spec in lint_only.MODELS.items()})
     names = sorted(name for name, is_fast in flags.items() if (not only or name in only) and (is_fast or not fast))
     missing = set(only or ()) - set(names)
     if missing:

@@ -2,13 +2,14 @@
 of real buggy and healthy training programs is diagnosed with no miss and no false alarm."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from benchmarks import load_script
 
 from mindspore_doctor.catalog import RULES
 
@@ -18,12 +19,7 @@ PROGRAMS = ROOT / "benchmarks" / "faults" / "programs"
 
 
 def _bench():
-    if "bench_faults" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_faults", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules["bench_faults"]
+    return load_script("bench_faults")
 
 
 def _answer_keys():

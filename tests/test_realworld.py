@@ -6,7 +6,6 @@ The fast subset (``FAULT(fast=True)``) runs here end to end; the whole corpus ru
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,18 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import load_script
+from benchmarks.realworld import lint_only as LINT_ONLY
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "bench_realworld.py"
 PROGRAMS = ROOT / "benchmarks" / "realworld" / "programs"
 
 
 def _bench():
-    if "bench_realworld" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_realworld", SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_realworld"]
+    return load_script("bench_realworld")
 
 
 def _keys():
@@ -35,7 +32,7 @@ def _keys():
 
 def test_corpus_covers_enough_architectures_and_trains_enough_of_them():
     keys = _keys()
-    lint_only = _bench()._lint_only().MODELS
+    lint_only = LINT_ONLY.MODELS
     sources = {name: (PROGRAMS / f"{name}.py").read_text() for name in keys}
     assert all(k["category"] == "healthy" and not k["expect"] for k in keys.values())
     assert len({k["arch"] for k in keys.values()} | {m.arch for m in lint_only.values()}) >= 12
@@ -83,9 +80,7 @@ def test_scorer_counts_alarms_by_source_and_ignores_info_and_resolved_findings()
 
 
 def test_model_zoo_summary_lists_failures_and_each_alarm_once_with_its_recipes(tmp_path):
-    spec = importlib.util.spec_from_file_location("lint_model_zoo", ROOT / "scripts" / "lint_model_zoo.py")
-    zoo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(zoo)
+    zoo = load_script("lint_model_zoo")
     unused = {"code": "MSD110", "severity": "warning", "where": "conv2d", "message": "never used"}
     note = {"code": "MSD115", "severity": "info", "where": "bn.beta", "message": "redundant"}
     results = {"repmlp": {"model": "repmlp", "runs": {"momentum": {"findings": [unused, note]},

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import resource
 import sys
 import time
@@ -24,11 +23,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from benchmarks import load_script
 from benchmarks.faults import runner as fault_runner
 from benchmarks.realworld import lint_only
 
 PROGRAMS = "benchmarks.realworld.programs"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(name: str) -> Any:
@@ -38,16 +37,6 @@ def load(name: str) -> Any:
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _overhead() -> Any:
-    """``scripts/bench_overhead.py`` as a module (for its paired timing)."""
-    if "bench_overhead" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_overhead", ROOT / "scripts" / "bench_overhead.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_overhead"]
 
 
 def _lint(module: Any) -> tuple[list[dict[str, Any]], float]:
@@ -67,7 +56,8 @@ def _paired(module: Any, steps: int, block: int) -> dict[str, Any]:
     while len(batches) < steps:
         epoch = module.DATA.train_dataset().create_tuple_iterator(num_epochs=1)
         batches += [tuple(item) for item in epoch][: steps - len(batches)]
-    return _overhead().paired_timing(lambda: module.recipe().model, batches, module.DATA.train_dataset(), block)
+    paired_timing = load_script("bench_overhead").paired_timing
+    return paired_timing(lambda: module.recipe().model, batches, module.DATA.train_dataset(), block)
 
 
 def run(name: str, paired_steps: int, block: int) -> dict[str, Any]:

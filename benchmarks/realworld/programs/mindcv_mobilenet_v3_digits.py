@@ -7,7 +7,8 @@ from benchmarks.faults import kit
 from benchmarks.realworld import corpus
 
 FAULT = kit.Fault("healthy: mindcv mobilenet_v3_small_075 trained from scratch on digits", expect=(),
-                  arch="mobilenet_v3", data="digits images (real)", category="healthy")
+                  arch="mobilenet_v3", data="digits images (real)", category="healthy",
+                  deterministic=False)  # CPU Dropout: not bit-for-bit repeatable even without the Doctor
 LIBRARY = "mindcv 0.3.0"
 COVERS = ("depthwise conv", "SE block", "BatchNorm everywhere", "hard-swish", "inverted residual",
           "linear bottleneck", "Dropout")

@@ -15,7 +15,8 @@ from benchmarks.faults import kit
 from benchmarks.realworld import corpus
 
 FAULT = kit.Fault("healthy: fine-tuning a loaded mindcv MobileNetV3 with a frozen stem", expect=(),
-                  arch="mobilenet_v3 (transfer)", data="digits images (real)", category="healthy")
+                  arch="mobilenet_v3 (transfer)", data="digits images (real)", category="healthy",
+                  deterministic=False)  # CPU Dropout: not bit-for-bit repeatable even without the Doctor
 LIBRARY = "mindcv 0.3.0"
 COVERS = ("checkpoint save/load", "frozen loaded stem (requires_grad=False)", "replaced classifier",
           "optimizer over trainable parameters only", "depthwise conv", "SE block")

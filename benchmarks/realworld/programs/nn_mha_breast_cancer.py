@@ -8,7 +8,8 @@ from benchmarks.faults import kit
 from benchmarks.realworld import corpus
 
 FAULT = kit.Fault("healthy: an FT-Transformer-style attention model on the real breast-cancer set, one logit",
-                  expect=(), arch="transformer", data="breast_cancer (real, tabular, binary)", category="healthy")
+                  expect=(), arch="transformer", data="breast_cancer (real, tabular, binary)", category="healthy",
+                  deterministic=False)  # CPU Dropout: not bit-for-bit repeatable even without the Doctor
 LIBRARY = "mindspore.nn"
 COVERS = ("nn.MultiheadAttention", "LayerNorm", "residual", "binary single logit + BCEWithLogitsLoss", "eval split")
 

@@ -5,7 +5,8 @@ from benchmarks.faults import kit
 from benchmarks.realworld import corpus
 
 FAULT = kit.Fault("healthy: a small BatchNorm/Dropout MLP on the real 178-sample wine set", expect=(), arch="mlp",
-                  data="wine (real, tabular)", category="healthy", fast=True)
+                  data="wine (real, tabular)", category="healthy", fast=True,
+                  deterministic=False)  # CPU Dropout: not bit-for-bit repeatable even without the Doctor
 LIBRARY = "mindspore.nn"
 COVERS = ("BatchNorm1d", "Dropout", "tiny real dataset", "eval split")
 
