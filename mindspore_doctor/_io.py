@@ -1,9 +1,13 @@
-"""Atomic file writes: a reader (or a crash) never sees a half-written report."""
+"""A run directory's files, and atomic writes: a reader (or a crash) never sees a half-written report."""
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+REPORT_FILE = "doctor_report.json"
+HISTORY_FILE = "doctor_history.json"
+HTML_FILE = "doctor_report.html"
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from mindspore_doctor.catalog import make_finding, resolve_codes
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
+
+T = TypeVar("T")
 
 
 class CheckSkipped(Exception):
@@ -40,25 +42,25 @@ def internal_error(name: str, codes: Iterable[str], exc: BaseException, conseque
     )
 
 
+def attempt(name: str, codes: Iterable[str], fn: Callable[[], T], consequence: str = "") -> tuple[T | None, Finding | None]:
+    """Run one check: ``(its result, None)``, or ``(None, the finding that says why it did not run)`` — MSD002
+    when it raised ``CheckSkipped``, MSD001 (with ``consequence`` appended) when it raised anything else."""
+    try:
+        return fn(), None
+    except CheckSkipped as why:
+        return None, make_finding("MSD002", f"check `{name}` ({', '.join(codes)}) skipped: {why}",
+                                  location={"check": name}, evidence={"codes": list(codes)})
+    except Exception as exc:  # noqa: BLE001 - a broken check must never break the user's run
+        return None, internal_error(name, codes, exc, consequence)
+
+
 def run_checks(checks: Iterable[Check], ctx: Any, wanted: Callable[[str], bool]) -> list[Finding]:
     """Run each wanted check on ``ctx``; skips become MSD002, exceptions MSD001."""
     found: list[Finding] = []
     for check in checks:
-        if not any(wanted(c) for c in check.codes):
-            continue
-        try:
-            found.extend(check.run(ctx))
-        except CheckSkipped as why:
-            found.append(
-                make_finding(
-                    "MSD002",
-                    f"check `{check.name}` ({', '.join(check.codes)}) skipped: {why}",
-                    location={"check": check.name},
-                    evidence={"codes": list(check.codes)},
-                )
-            )
-        except Exception as exc:  # noqa: BLE001 - a broken check must never break the user's run
-            found.append(internal_error(check.name, check.codes, exc))
+        if any(wanted(c) for c in check.codes):
+            result, failure = attempt(check.name, check.codes, lambda: check.run(ctx))
+            found.extend(result if failure is None else [failure])
     return found
 
 

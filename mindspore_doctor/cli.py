@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from mindspore_doctor import __version__
+from mindspore_doctor._io import REPORT_FILE
 from mindspore_doctor.catalog import RULES, resolve_codes
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Report, Severity
@@ -138,11 +139,9 @@ def render(report: Report, fmt: str) -> str:
         from mindspore_doctor.export.sarif import format_sarif
 
         return format_sarif(report)
-    from mindspore_doctor.export.text import format_text
-
     targets = report.meta.get("targets", [])
     header = f"msdoctor: linted {', '.join(targets)}\n" if targets else ""
-    return header + format_text(report)
+    return header + report.to_text()
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -211,8 +210,8 @@ def cmd_sanity(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
-    if not (run_dir / "doctor_report.json").is_file():
-        raise UsageError(f"{run_dir} has no doctor_report.json (is it the summary_dir of a Doctor run?)")
+    if not (run_dir / REPORT_FILE).is_file():
+        raise UsageError(f"{run_dir} has no {REPORT_FILE} (is it the summary_dir of a Doctor run?)")
     if not args.html:
         raise UsageError("nothing to do: give --html OUT")
     write_run_report = _feature("mindspore_doctor.export.html", "write_run_report", "the HTML report")

@@ -45,8 +45,13 @@ class DoctorConfig:
     stop_on: str | None = None
     """Ask training to stop at a finding of this severity or worse ("error"); None: never stop."""
     probe_every: int = 50
-    """Run the probed step (gradient/update/activation statistics) every N steps; the loss is read every step.
+    """Run the probed step (gradient/update/activation statistics) every N steps.
     A probed step runs the same compiled graph with its gradient sums switched on, then reads the statistics."""
+    loss_read: str = "auto"
+    """How the host gets each step's loss: "step" reads it every step (step-exact; on CPU measured as cheap as
+    the alternative, docs/custom-loops.md); "deferred" records it on the device, with the first non-finite
+    step, and reads it on probe steps and at epoch end (no per-step wait on GPU/Ascend); "auto": "step" on
+    CPU, "deferred" elsewhere."""
     loss_window: int = 20
     """MSD202/203/204: number of loss checks in a trend window."""
     diverge_factor: float = 2.0

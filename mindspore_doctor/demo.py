@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     import mindspore as ms
     from mindspore.train import Model
 
-    from mindspore_doctor.callback import Doctor
+    from mindspore_doctor.training.callback import Doctor
 
     logging.getLogger("mindspore_doctor").setLevel(logging.ERROR)  # the summary below says it all
     ms.set_seed(0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from enum import Enum
@@ -172,10 +173,50 @@ class Report:
     def from_json(cls, text: str) -> "Report":
         return cls.from_dict(json.loads(text))
 
-    def __str__(self) -> str:
-        from mindspore_doctor.export.text import format_text
+    def to_text(self, width: int = 100) -> str:
+        """The diagnosis first (when the report has one), then every finding, most severe first: what
+        ``print(report)``, ``msdoctor lint`` and the end of training show."""
+        if not self.findings:
+            return "mindspore_doctor: no findings."
+        lines = []
+        if self.meta.get("diagnosis"):
+            lines += [diagnosis_text(self.meta["diagnosis"], width), "", "Findings:"]
+        for f in self.sorted():
+            step = f" @step {f.step}" if f.step is not None else ""
+            lines.append(f"{_MARK[f.severity.value]} {f.code} [{f.rule}] {f.where}{step}")
+            lines.extend(textwrap.wrap(f.message, width, initial_indent="    ", subsequent_indent="    "))
+            if f.suggestion:
+                lines.extend(textwrap.wrap(f"fix: {f.suggestion}", width, initial_indent="    ",
+                                           subsequent_indent="         "))
+        c = self.counts()
+        lines.append(f"{len(self)} finding(s): {c['error']} error(s), {c['warning']} warning(s), {c['info']} info.")
+        return "\n".join(lines)
 
-        return format_text(self)
+    def __str__(self) -> str:
+        return self.to_text()
 
     def __len__(self) -> int:
         return len(self.findings)
+
+
+_MARK = {"error": "E", "warning": "W", "info": "I"}
+
+
+def diagnosis_text(diagnosis: dict[str, Any], width: int = 100, limit: int = 5) -> str:
+    """A diagnosis (``Diagnosis.to_dict()``, as a report's ``meta["diagnosis"]`` holds it) as text: the likely
+    causes, most likely first, with their evidence and remedies."""
+    causes = diagnosis.get("causes", [])
+    if not causes:
+        return "Diagnosis: no likely cause (no symptom the knowledge base knows)."
+    lines = ["Diagnosis: likely causes, most likely first"]
+    for rank, cause in enumerate(causes[:limit], 1):
+        lines.append(f"  {rank}. {cause['title']} [{cause['category']}] score {cause['score']:g}, "
+                     f"confidence {cause['confidence']:.0%}")
+        shown = "; ".join(f"{e['code']} {e['detail']}" for e in cause["evidence"] if e["weight"] > 0)
+        lines.extend(textwrap.wrap(f"evidence: {shown}", width, initial_indent="     ",
+                                   subsequent_indent="               "))
+        for i, remedy in enumerate(cause["remedies"], 1):
+            lines.extend(textwrap.wrap(f"{i}) {remedy}", width, initial_indent="     ", subsequent_indent="        "))
+    if len(causes) > limit:
+        lines.append(f"  ... and {len(causes) - limit} less likely cause(s) in the JSON report.")
+    return "\n".join(lines)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.cells import is_classification_loss
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding, Report, Severity
 
@@ -30,7 +30,6 @@ LR_SMOOTHING = 0.7
 """Exponential smoothing of the range-test loss (weight of the previous smoothed value)."""
 LR_EXPLODE_FACTOR = 4.0
 """The range test stops once the smoothed loss exceeds this multiple of its minimum."""
-_CLASSIFICATION_LOSSES = ("CrossEntropy", "NLLLoss")
 Build = Callable[[], tuple[Any, Any, Any]]
 
 
@@ -132,8 +131,8 @@ class _Session:
             task = infer_task(measured.outputs, measured.labels, loss_fn)
         except CheckSkipped:
             task = None  # no class count to expect a loss from; the baseline phase says why
-        cross_entropy = task is not None and (task.family == "classes" or any(
-            k in type(loss_fn).__name__ for k in _CLASSIFICATION_LOSSES))  # a library loss, or one of the user's
+        cross_entropy = task is not None and (
+            task.family == "classes" or is_classification_loss(loss_fn, by_name=True))
         if cross_entropy and task.kind == "multiclass":
             classes = int(measured.outputs.shape[task.class_axis])
         self.meta["initial_loss"] = {"loss": measured.loss, "num_classes": classes,
@@ -142,6 +141,8 @@ class _Session:
         return unexpected_initial_loss(history, self.config)
 
     def overfit_batch(self, _: Any) -> list[Finding]:
+        from mindspore_doctor.rules.evaluation import batch_not_fitted
+
         cfg = self.config
         batch = tuple(column[: cfg.overfit_batch_size] for column in self.batches[0])
         net, loss_fn, optimizer = _built(self.build)
@@ -160,18 +161,7 @@ class _Session:
         self.meta["overfit_batch"] = {"samples": int(len(batch[0])), "steps": len(losses), "initial_loss": losses[0],
                                       "final_loss": losses[-1], "best_loss": best, "target": target,
                                       "fitted": fitted, "losses": losses}
-        if fitted:
-            return []
-        return [make_finding(
-            "MSD403",
-            f"The model could not fit one batch of {len(batch[0])} samples: after {len(losses)} steps the loss is "
-            f"{losses[-1]:.4g} (from {losses[0]:.4g}; best {best:.4g}), target {target:.3g}.",
-            evidence={"samples": int(len(batch[0])), "steps": len(losses), "initial_loss": losses[0],
-                      "final_loss": losses[-1], "best_loss": best, "target": target, "lr": lr,
-                      "suggested_lr": self.meta.get("suggested_lr")},
-            suggestion="A model that cannot memorise 8 samples has a bug: check the labels match the inputs, that "
-            "no weight is frozen (MSD102), the loss gets logits (MSD107), and the learning rate is not tiny.",
-        )]
+        return batch_not_fitted(self.meta["overfit_batch"], lr=lr, suggested_lr=self.meta.get("suggested_lr"))
 
     def baseline(self, _: Any) -> list[Finding]:
         from mindspore_doctor.probes.evaluation import Probe, infer_task
@@ -306,7 +296,6 @@ def sanity(build: Build, dataset: Any, progress: bool = True, **options: Any) ->
 
 def format_sanity_text(report: Report) -> str:
     """Phase summary, then the report: its diagnosis first, then the findings."""
-    from mindspore_doctor.export.text import format_text
 
     phases = report.meta.get("sanity", {})
     lines = ["msdoctor sanity:"]
@@ -325,7 +314,7 @@ def format_sanity_text(report: Report) -> str:
     if lr_test and lr_test.get("suggested_lr"):
         lines.append(f"  lr range test     suggested lr {lr_test['suggested_lr']:.3g} "
                      f"(loss lowest at lr {lr_test['min_loss_lr']:.3g})")
-    lines.append(format_text(report))
+    lines.append(report.to_text())
     return "\n".join(lines)
 
 

@@ -9,6 +9,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+ACTIVATION_KINDS = {"ReLU": "relu", "ReLU6": "relu6", "Sigmoid": "sigmoid", "Tanh": "tanh", "GELU": "gelu"}
+"""The activation cells the probes sample, by MindSpore class name (``nn`` and ``mint.nn`` alike), and their kind."""
+DEAD_AT_ZERO = ("relu", "relu6")
+"""Kinds whose unit passes no gradient while its output is <= 0 (a dead unit, MSD212)."""
+
+
 @dataclass
 class ActivationStats:
     """Statistics of one activation cell's output at one probed step."""
@@ -125,3 +131,37 @@ class TrainingHistory:
             lr_groups=dict(data.get("lr_groups", {})),
             group_peak_learning_rates=list(data.get("group_peak_learning_rates", [])),
         )
+
+
+@dataclass
+class Metric:
+    """One score of a model, or of a trivial predictor, on some data."""
+
+    name: str
+    """"accuracy" (binary, multi-class, per token/pixel), "label accuracy" (multi-label) or "mse" (regression)."""
+    value: float
+    higher_is_better: bool
+    trivial: str = ""
+    """For a trivial predictor's score: how it predicts ("predicting the majority class")."""
+
+
+@dataclass
+class EvalRecord:
+    """One evaluation: train and eval losses and metrics after ``epoch`` (None: not measured)."""
+
+    epoch: int
+    task: str | None = None
+    """What the metrics judge: "binary", "multiclass", "multilabel" or "regression" (None: no metric)."""
+    train_loss: float | None = None
+    eval_loss: float | None = None
+    train_loss_se: float | None = None
+    """Standard error of ``train_loss`` over its samples (None: not estimated, taken as no noise)."""
+    eval_loss_se: float | None = None
+    """Standard error of ``eval_loss`` over the eval samples: a small eval split's loss is noisy."""
+    eval_metric: Metric | None = None
+    eval_samples: int | None = None
+    train_metric: Metric | None = None
+    baseline: Metric | None = None
+    """The trivial predictor's eval score (majority class / label mean, fitted on the train labels when known)."""
+    train_baseline: Metric | None = None
+    """The trivial predictor's score on the train sample (what MSD402 compares the train metric with)."""

@@ -169,7 +169,7 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
             "step_ratio": ratio,
             "internal_errors": [f["message"] for f in r.get("findings", []) if f["code"] == "MSD001"],
             "false_messages": {c: alarms[c]["message"] for c in false},
-            "options": fault["options"], "process_s": r["process_s"],
+            "options": fault["options"], "process_s": r["process_s"], "loop": r.get("loop", "Model.train"),
         })
     valid = [row for row in rows if "failed" not in row]
     faulty = [row for row in valid if not row["healthy"]]
@@ -177,6 +177,8 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
     expected_pairs = sum(len(row["expect"]) for row in faulty)
     found_pairs = sum(len(row["expect"]) - len(row["missed"]) for row in faulty)
     ratios = [row["step_ratio"] for row in valid if row["step_ratio"]]
+    functional = [row for row in valid if row["loop"] == "functional"]
+    functional_expected = sum(len(row["expect"]) for row in functional)
     return {
         "rows": rows, "per_rule": dict(sorted(per_rule.items())),
         "detection": {code: sorted(v) for code, v in sorted(detection.items())},
@@ -198,6 +200,13 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
             "median_step_ratio": statistics.median(ratios) if ratios else None,
             "max_step_ratio": max(ratios) if ratios else None,
             "rules_covered": sorted(per_rule),
+            "functional": {
+                "programs": len(functional), "healthy": sum(row["healthy"] for row in functional),
+                "recall": (sum(len(row["expect"]) - len(row["missed"]) for row in functional) / functional_expected
+                           if functional_expected else None),
+                "healthy_with_false_alarms": [row["name"] for row in functional if row["healthy"] and row["false"]],
+                "weights_changed": [row["name"] for row in functional if row["weights_identical"] is False],
+            },
         },
     }
 
@@ -215,6 +224,7 @@ def _codes(codes: list[str]) -> str:
 
 def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
     t = scored["totals"]
+    fn = t["functional"]
     lines = [
         "# Fault benchmark",
         "",
@@ -243,6 +253,9 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
         f"(not reproducible without it: {len(t['weights_not_reproducible'])}) | 0 |",
         f"| Doctor step time / plain, median (max) over programs | {_pct(t['median_step_ratio'])} "
         f"({_pct(t['max_step_ratio'])}) | |",
+        f"| hand-written loops (`doctor.watch`, ↻): programs / recall / healthy with a false alarm / weights "
+        f"changed | {fn['programs']} / {_pct(fn['recall'])} / {len(fn['healthy_with_false_alarms'])}"
+        f"/{fn['healthy']} / {len(fn['weights_changed'])} | |",
         "",
     ]
     if t["failed_to_run"]:
@@ -262,7 +275,8 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
             lines.append(f"| {row['name']} | did not run: {row['failed']} | | | | | | | | |")
             continue
         steps = ", ".join(f"{c}: {s}" for c, s in row["steps_to_detect"].items()) or "-"
-        lines.append(f"| {row['name']}{' ⚡' if row['fast'] else ''} | {row['category']} | {row['arch']} / {row['data']} | "
+        marks = (" ⚡" if row["fast"] else "") + (" ↻" if row["loop"] == "functional" else "")
+        lines.append(f"| {row['name']}{marks} | {row['category']} | {row['arch']} / {row['data']} | "
                      f"{_codes(row['expect'])} | {_codes(row['found'])} | {_codes(row['missed'])} | "
                      f"{_codes(row['false'])} | {steps} | {'ok' if row['effect_ok'] else 'FAILED'} | "
                      f"{_pct(row['step_ratio'])} |")
@@ -271,7 +285,8 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
     if alarms:
         lines += ["", "## False alarms", "", "| program | code | message |", "|---|---|---|"]
         lines += [f"| {name} | {code} | {msg.replace('|', '/')} |" for name, code, msg in alarms]
-    lines += ["", "⚡ = in the CI subset (`--fast`). Step ratio: median Doctor step time over the median step of a",
+    lines += ["", "⚡ = in the CI subset (`--fast`). ↻ = a hand-written loop (`value_and_grad` + `@ms.jit`,",
+              "`kit.fit_functional`) the Doctor watches through `doctor.watch`; the others use `Model.train`. Step ratio: median Doctor step time over the median step of a",
               "second plain run in the same process (steps 3+; the first run pays one-off warm-ups). Steps of",
               "these small programs take 1-20 ms, so the Doctor's fixed per-step cost (one loss read) weighs",
               "more than on real models, and two programs share the 2 cores: see docs/doctor.md for the",
@@ -295,6 +310,9 @@ def print_summary(scored: dict[str, Any]) -> None:
           f"healthy with false alarms {len(t['healthy_with_false_alarms'])}/{t['healthy']}, "
           f"effect failures {len(t['effect_failures'])}, crashes {len(t['doctor_crashes'])}, "
           f"MSD001 {len(t['internal_errors'])}, weights changed {len(t['weights_changed'])}")
+    fn = t["functional"]
+    print(f"hand-written loops: {fn['programs']} programs, recall {_pct(fn['recall'])}, healthy with false alarms "
+          f"{len(fn['healthy_with_false_alarms'])}/{fn['healthy']}, weights changed {len(fn['weights_changed'])}")
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -10,14 +10,19 @@ covers graph compilation. "median" is the median step; "mean" amortises the
 Doctor's probe steps (one in ``probe_every``) and is the honest overhead.
 The Doctor runs at its defaults, ``Doctor()`` (no ``summary_dir``: no report
 files); ``--reports`` gives it a ``summary_dir`` so it also writes the
-JSON/HTML/MindInsight reports.
+JSON/HTML/MindInsight reports. ``--loop custom`` measures MindSpore's
+quick-start loop (``value_and_grad`` + ``@ms.jit``) instead of ``Model.train``,
+with ``doctor.watch`` (``SummaryCollector`` needs ``Model.train``: no third
+variant there); ``--loss-read step|deferred`` sets ``DoctorConfig.loss_read``.
 
     .venv/bin/python scripts/bench_overhead.py            # about 3-6 minutes on 2 busy cores
     .venv/bin/python scripts/bench_overhead.py --rounds 1 --models lenet
+    .venv/bin/python scripts/bench_overhead.py --loop custom --loss-read deferred
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -63,7 +68,18 @@ def _model(model_name: str) -> Any:
                  nn.Momentum(net.trainable_params(), 0.01, 0.9))
 
 
-def _worker(model_name: str, variant: str, reports: bool) -> dict:
+def _functional(model_name: str) -> tuple[Any, Any, Any, Callable[[Any, Any], Any]]:
+    """The same seeded network, loss and optimizer, with the quick-start loop's ``@ms.jit`` step."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.faults.kit import quick_start_step
+
+    model = _model(model_name)
+    net, loss_fn, optimizer = model._network, model._loss_fn, model._optimizer  # pylint: disable=protected-access
+    net.set_train()
+    return net, loss_fn, optimizer, quick_start_step(net, loss_fn, optimizer)
+
+
+def _worker(model_name: str, variant: str, reports: bool, loop: str, loss_read: str) -> dict:
     import resource
 
     import mindspore as ms
@@ -74,7 +90,6 @@ def _worker(model_name: str, variant: str, reports: bool) -> dict:
 
     ms.set_context(mode=ms.GRAPH_MODE)
     spec = MODELS[model_name]
-    model = _model(model_name)
     data = _dataset(*_arrays(model_name, spec["steps"]), spec["batch"])
 
     class StepClock(Callback):
@@ -87,17 +102,29 @@ def _worker(model_name: str, variant: str, reports: bool) -> dict:
     clock = StepClock()
     callbacks = []
     with tempfile.TemporaryDirectory() as tmp:
-        if variant == "doctor":
-            callbacks.append(Doctor(summary_dir=tmp) if reports else Doctor())
-        elif variant == "summary":
-            callbacks.append(SummaryCollector(tmp))
-        model.train(1, data, callbacks=[*callbacks, clock], dataset_sink_mode=False)
+        doctor = Doctor(summary_dir=tmp if reports else None, loss_read=loss_read)
+        if loop == "custom":
+            net, loss_fn, optimizer, step = _functional(model_name)
+            watching = (doctor.watch(net, optimizer, loss_fn=loss_fn, train_dataset=data, epochs=1)
+                        if variant == "doctor" else contextlib.nullcontext())
+            with watching as run:
+                for x, y in data.create_tuple_iterator():
+                    loss = step(x, y)
+                    if run is not None:
+                        run.step(loss, x, y)
+                    clock.on_train_step_end(None)
+        else:
+            if variant == "doctor":
+                callbacks.append(doctor)
+            elif variant == "summary":
+                callbacks.append(SummaryCollector(tmp))
+            _model(model_name).train(1, data, callbacks=[*callbacks, clock], dataset_sink_mode=False)
     steps = np.diff(clock.times[WARMUP:])
     return {"median_ms": float(np.median(steps) * 1e3), "mean_ms": float(np.mean(steps) * 1e3),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _paired(model_name: str, block: int) -> dict:
+def _paired(model_name: str, block: int, loop: str, loss_read: str) -> dict:
     """The reference model's plain and Doctor steps, paired (see :func:`paired_timing`)."""
     import mindspore as ms
     from mindspore import Tensor
@@ -107,10 +134,75 @@ def _paired(model_name: str, block: int) -> dict:
     x, y = _arrays(model_name, 2 * spec["steps"])
     batches = [(Tensor(x[i:i + spec["batch"]]), Tensor(y[i:i + spec["batch"]]))
                for i in range(0, len(x), spec["batch"])]
-    return paired_timing(lambda: _model(model_name), batches, _dataset(x, y, spec["batch"]), block)
+    dataset = _dataset(x, y, spec["batch"])
+    if loop == "custom":
+        return paired_custom_timing(lambda: _functional(model_name), batches, dataset, block, loss_read)
+    return paired_timing(lambda: _model(model_name), batches, dataset, block, loss_read)
 
 
-def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, block: int) -> dict:
+def _alternate(runners: dict[str, Callable[[list], None]], batches: list[tuple], block: int) -> dict[str, Any]:
+    """Run every variant over ``batches`` in blocks, their order rotating from block to block; the median step of
+    each (blocks after the compiling ones), and the Doctor's median and mean step over each other variant's."""
+    names = list(runners)
+    per_step: dict[str, list[float]] = {name: [] for name in names}
+    for number, start in enumerate(range(0, len(batches), block)):
+        part = batches[start:start + block]
+        shift = number % len(names)
+        for variant in names[shift:] + names[:shift]:
+            began = time.perf_counter()
+            runners[variant](part)
+            if number >= WARMUP // block + 1:  # the first blocks compile
+                per_step[variant].append((time.perf_counter() - began) / len(part))
+    median = {v: statistics.median(t) for v, t in per_step.items()}
+    mean = {v: statistics.fmean(t) for v, t in per_step.items()}
+    result: dict[str, Any] = {"steps": len(batches), "block": block,
+                              **{f"{name}_median_ms": median[name] * 1e3 for name in names}}
+    for reference in (n for n in names if n != "doctor"):  # the Doctor's step over each reference's
+        suffix = "" if reference == "plain" else f"_{reference}"
+        result[f"median_ratio{suffix}"] = median["doctor"] / median[reference]
+        result[f"mean_ratio{suffix}"] = mean["doctor"] / mean[reference]
+    return result
+
+
+def paired_custom_timing(build: Callable[[], tuple], batches: list[tuple], dataset: Any, block: int,
+                         loss_read: str = "auto") -> dict:
+    """:func:`paired_timing` for the quick-start loop: copies of ``build()``'s (net, loss, optimizer, jit step),
+    the Doctor's watched through ``doctor.watch`` with ``run.step(loss, *batch)`` after each step. A third copy
+    reads its loss every step ("reading"): on CPU, MindSpore 2.10 runs a loop that never waits for its steps
+    several times slower than one that does (measured: the queued steps pile up), so the Doctor, which reads
+    the loss each step there, is compared with both."""
+    from mindspore_doctor import Doctor
+
+    plain_step = build()[3]
+    net, loss_fn, optimizer, doctored_step = build()
+    doctor = Doctor(loss_read=loss_read)
+    watching = doctor.watch(net, optimizer, loss_fn=loss_fn, train_dataset=dataset, epochs=1)
+    run = watching.__enter__()
+
+    reading_step = build()[3]
+
+    def plain_block(part: list) -> None:  # the quick start's loop: the loss read now and then
+        for inputs in part:
+            out = plain_step(*inputs)
+        out.asnumpy()
+
+    def reading_block(part: list) -> None:  # a loop that logs its loss every step
+        for inputs in part:
+            reading_step(*inputs).asnumpy()
+
+    def doctor_block(part: list) -> None:
+        for inputs in part:
+            out = doctored_step(*inputs)
+            run.step(out, *inputs)
+        out.asnumpy()
+
+    timing = _alternate({"plain": plain_block, "doctor": doctor_block, "reading": reading_block}, batches, block)
+    watching.__exit__(None, None, None)
+    return {**timing, "probe_steps": len(doctor.history.probed())}
+
+
+def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, block: int,
+                  loss_read: str = "auto") -> dict:
     """Plain and Doctor steps alternated in blocks of ``block`` steps in ONE process.
 
     ``build()`` returns a fresh ``Model``; both copies step through ``batches`` (one step each), the Doctor's
@@ -140,7 +232,7 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
     cb.epoch_num, cb.batch_num, cb.cur_epoch_num, cb.cur_step_num = 1, steps, 1, 0
     cb.mode, cb.dataset_sink_mode, cb.parallel_mode, cb.device_number = "train", False, "stand_alone", 1
     context = RunContext(cb)
-    doctor = Doctor()
+    doctor = Doctor(loss_read=loss_read)
     doctor.on_train_begin(context)
 
     def plain_block(part: list) -> None:
@@ -157,22 +249,10 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
             doctor.on_train_step_end(context)
         cb.net_outputs.asnumpy()
 
-    runners = {"plain": plain_block, "doctor": doctor_block}
-    per_step: dict[str, list[float]] = {"plain": [], "doctor": []}
-    for number, start in enumerate(range(0, steps, block)):
-        part = batches[start:start + block]
-        for variant in (("plain", "doctor") if number % 2 == 0 else ("doctor", "plain")):
-            began = time.perf_counter()
-            runners[variant](part)
-            if number >= WARMUP // block + 1:  # the first blocks compile
-                per_step[variant].append((time.perf_counter() - began) / len(part))
+    timing = _alternate({"plain": plain_block, "doctor": doctor_block}, batches, block)
     doctor.on_train_epoch_end(context)
     doctor.on_train_end(context)
-    median = {v: statistics.median(t) for v, t in per_step.items()}
-    mean = {v: statistics.fmean(t) for v, t in per_step.items()}
-    return {"steps": steps, "block": block, "plain_median_ms": median["plain"] * 1e3,
-            "doctor_median_ms": median["doctor"] * 1e3, "median_ratio": median["doctor"] / median["plain"],
-            "mean_ratio": mean["doctor"] / mean["plain"], "probe_steps": len(doctor.history.probed())}
+    return {**timing, "probe_steps": len(doctor.history.probed())}
 
 
 def _in_fresh_process(*arguments: str) -> dict:
@@ -182,8 +262,9 @@ def _in_fresh_process(*arguments: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _run(model_name: str, variant: str, reports: bool) -> dict:
-    return _in_fresh_process("--worker", model_name, variant, *(["--reports"] if reports else []))
+def _run(model_name: str, variant: str, args: argparse.Namespace) -> dict:
+    return _in_fresh_process("--worker", model_name, variant, *(["--reports"] if args.reports else []),
+                             "--loop", args.loop, "--loss-read", args.loss_read)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,22 +275,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="Doctor(summary_dir=...): also write the JSON/HTML/MindInsight reports")
     parser.add_argument("--paired-block", type=int, default=10,
                         help="steps per block in the paired, one-process step-time run (0: skip it)")
+    parser.add_argument("--loop", choices=("model", "custom"), default="model",
+                        help="Model.train with the callback, or the quick-start loop with doctor.watch")
+    parser.add_argument("--loss-read", choices=("auto", "step", "deferred"), default="auto",
+                        help="DoctorConfig.loss_read for the Doctor's runs")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--paired-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(_worker(*args.worker, args.reports)))
+        print(json.dumps(_worker(*args.worker, args.reports, args.loop, args.loss_read)))
         return 0
     if args.paired_worker:
-        print(json.dumps(_paired(args.paired_worker, args.paired_block)))
+        print(json.dumps(_paired(args.paired_worker, args.paired_block, args.loop, args.loss_read)))
         return 0
     models = [m for m in args.models.split(",") if m]
+    variants = VARIANTS if args.loop == "model" else VARIANTS[:2]
     results: dict[tuple[str, str], list[dict]] = {}
     for r in range(args.rounds):
         for model_name in models:
-            order = VARIANTS[r % 3:] + VARIANTS[: r % 3]  # rotate who runs first
+            order = variants[r % len(variants):] + variants[: r % len(variants)]  # rotate who runs first
             for variant in order:
-                results.setdefault((model_name, variant), []).append(_run(model_name, variant, args.reports))
+                results.setdefault((model_name, variant), []).append(_run(model_name, variant, args))
                 print(f"round {r + 1}/{args.rounds} {model_name:6} {variant:7} {results[(model_name, variant)][-1]}",
                       file=sys.stderr)
     print("| model | variant | median step ms | x plain | mean step ms | x plain | peak RSS MB | x plain |")
@@ -217,21 +303,26 @@ def main(argv: list[str] | None = None) -> int:
     for model_name in models:
         base = {k: statistics.median(r[k] for r in results[(model_name, "plain")])
                 for k in ("median_ms", "mean_ms", "peak_rss_mb")}
-        for variant in VARIANTS:
+        for variant in variants:
             row = {k: statistics.median(r[k] for r in results[(model_name, variant)]) for k in base}
             print(f"| {model_name} | {variant} | {row['median_ms']:.2f} | {row['median_ms'] / base['median_ms']:.3f} "
                   f"| {row['mean_ms']:.2f} | {row['mean_ms'] / base['mean_ms']:.3f} "
                   f"| {row['peak_rss_mb']:.0f} | {row['peak_rss_mb'] / base['peak_rss_mb']:.3f} |")
     if args.paired_block:
-        print("\nPaired, one process per model: plain and Doctor steps alternated in blocks of "
-              f"{args.paired_block}, {args.rounds} round(s)")
-        print("| model | round | plain median step ms | Doctor median step ms | median x plain | mean x plain |")
-        print("|---|---|---|---|---|---|")
+        print(f"\nPaired ({args.loop} loop, loss_read={args.loss_read}), one process per model: plain and Doctor "
+              f"steps alternated in blocks of {args.paired_block}, {args.rounds} round(s)")
+        reading = args.loop == "custom"
+        print("| model | round | plain median step ms | Doctor median step ms | median x plain | mean x plain |"
+              + (" reading median step ms | Doctor median x reading | mean x reading |" if reading else ""))
+        print("|---|---|---|---|---|---|" + ("---|---|---|" if reading else ""))
         for model_name in models:
             for r in range(args.rounds):
-                row = _in_fresh_process("--paired-worker", model_name, "--paired-block", str(args.paired_block))
+                row = _in_fresh_process("--paired-worker", model_name, "--paired-block", str(args.paired_block),
+                                        "--loop", args.loop, "--loss-read", args.loss_read)
+                extra = (f" {row['reading_median_ms']:.2f} | {row['median_ratio_reading']:.3f} | "
+                         f"{row['mean_ratio_reading']:.3f} |" if reading else "")
                 print(f"| {model_name} | {r + 1} | {row['plain_median_ms']:.2f} | {row['doctor_median_ms']:.2f} "
-                      f"| {row['median_ratio']:.3f} | {row['mean_ratio']:.3f} |", flush=True)
+                      f"| {row['median_ratio']:.3f} | {row['mean_ratio']:.3f} |{extra}", flush=True)
     return 0
 
 

@@ -570,7 +570,7 @@ def test_learning_rates_are_read_per_parameter_group():
 def test_only_a_run_with_a_single_regular_probe_gets_its_last_step_probed():
     from types import SimpleNamespace
 
-    from mindspore_doctor.callback import _final_probe_step
+    from mindspore_doctor.training.session import final_probe_step as _final_probe_step
     from mindspore_doctor.config import DoctorConfig
 
     def last(steps, first=0, every=50):

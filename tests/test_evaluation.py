@@ -10,17 +10,16 @@ from mindspore.train import Model
 
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.forward import ModeSnapshot
 from mindspore_doctor.probes.evaluation import Evaluator, Probe, read_batches
-from mindspore_doctor.probes.modes import ModeSnapshot
 from mindspore_doctor.rules.evaluation import (
-    EvalRecord,
-    Metric,
     evaluation_findings,
     mode_switch_inconsistency,
     overfitting,
     underfitting,
     worse_than_baseline,
 )
+from mindspore_doctor.signals import EvalRecord, Metric
 
 CFG = DoctorConfig()
 
@@ -111,7 +110,8 @@ def _train_with_eval(net, train, evaluate, epochs, lr=0.05, evaluator=None):
 
 
 def _codes(evaluator):
-    return {f.code for f in evaluator.findings()}
+    return {f.code for f in evaluation_findings(evaluator.records, evaluator.config, evaluator.mode_change,
+                                                evaluator.metric_skipped)}
 
 
 def test_msd401_on_a_memorising_model_and_not_on_its_healthy_twin():

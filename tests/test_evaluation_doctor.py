@@ -12,7 +12,7 @@ from mindspore import nn
 from mindspore.train import Model
 
 from mindspore_doctor import Doctor
-from mindspore_doctor.callback import REPORT_FILE
+from mindspore_doctor._io import REPORT_FILE
 
 QUIET = ("MSD3",)  # the data doctor has its own tests; these tiny sets are legitimately small
 

@@ -11,7 +11,8 @@ from mindspore import nn, ops
 
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.probes.evaluation import Evaluator, Probe, read_batches
-from mindspore_doctor.rules.evaluation import EvalRecord, overfitting
+from mindspore_doctor.rules.evaluation import overfitting
+from mindspore_doctor.signals import EvalRecord
 
 CFG = DoctorConfig()
 

@@ -9,6 +9,7 @@ import pytest
 
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor import _io
 from mindspore_doctor.export import html
 from mindspore_doctor.findings import Report
 from mindspore_doctor.signals import ActivationStats, StepSignals, TrainingHistory
@@ -94,20 +95,20 @@ def test_update_ratio_and_activation_charts_skip_what_was_not_probed():
 
 def test_run_directory_report(tmp_path):
     report, history = sample_run()
-    (tmp_path / html.REPORT_FILE).write_text(report.to_json())
-    (tmp_path / html.HISTORY_FILE).write_text(json.dumps(history.to_dict()))
+    (tmp_path / _io.REPORT_FILE).write_text(report.to_json())
+    (tmp_path / _io.HISTORY_FILE).write_text(json.dumps(history.to_dict()))
     out = html.write_run_report(tmp_path)
-    assert out == tmp_path / html.HTML_FILE
+    assert out == tmp_path / _io.HTML_FILE
     page = out.read_text(encoding="utf-8")
     assert f"mindspore_doctor: {tmp_path.name}" in page and page.count("<svg") == 5
-    (tmp_path / html.HISTORY_FILE).unlink()
+    (tmp_path / _io.HISTORY_FILE).unlink()
     assert "<svg" not in html.write_run_report(tmp_path, tmp_path / "lint.html").read_text(encoding="utf-8")
 
 
 def test_run_directory_without_report_or_with_bad_json_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="has no doctor_report.json"):
         html.write_run_report(tmp_path)
-    (tmp_path / html.REPORT_FILE).write_text("{truncated")
+    (tmp_path / _io.REPORT_FILE).write_text("{truncated")
     with pytest.raises(ValueError, match="cannot read the Doctor run"):
         html.write_run_report(tmp_path)
 
@@ -134,8 +135,8 @@ def test_charts_draw_the_thresholds_the_run_used(tmp_path, monkeypatch):
     for chart in ("chart-update-ratio", "chart-activations"):
         assert _chart(explicit, chart) != _chart(default, chart)
     report.meta["config"] = run  # what Doctor(...) stores in doctor_report.json: msdoctor report draws them
-    (tmp_path / html.REPORT_FILE).write_text(report.to_json())
-    (tmp_path / html.HISTORY_FILE).write_text(json.dumps(history.to_dict()))
+    (tmp_path / _io.REPORT_FILE).write_text(report.to_json())
+    (tmp_path / _io.HISTORY_FILE).write_text(json.dumps(history.to_dict()))
     page = html.write_run_report(tmp_path).read_text(encoding="utf-8")
     for chart in ("chart-update-ratio", "chart-activations"):
         assert _chart(page, chart) == _chart(explicit, chart)

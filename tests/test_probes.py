@@ -88,7 +88,7 @@ def _train_cell(net):
 def test_the_compiled_step_samples_each_activation(exec_mode):
     net = ConvReluDense()
     cell = _train_cell(net)
-    instrumentation = Instrumentation(cell, net, cell.optimizer)
+    instrumentation = Instrumentation(net, cell.optimizer)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((20, 3, 16, 16)).astype(np.float32)
     label = rng.integers(0, 2, 20).astype(np.int32)
@@ -111,7 +111,7 @@ def test_pynative_samples_only_on_probe_steps():
     ms.set_context(mode=ms.PYNATIVE_MODE)
     net = ConvReluDense()
     cell = _train_cell(net)
-    instrumentation = Instrumentation(cell, net, cell.optimizer)
+    instrumentation = Instrumentation(net, cell.optimizer)
     x, label = ms.Tensor(np.ones((4, 3, 16, 16), np.float32)), ms.Tensor(np.zeros(4, np.int32))
     instrumentation.set_probing(False)
     cell(x, label)
@@ -119,7 +119,7 @@ def test_pynative_samples_only_on_probe_steps():
     instrumentation.set_probing(True)
     cell(x, label)
     assert not np.all(net.relu._msd_sample.asnumpy() == SAMPLE_PAD)  # pylint: disable=protected-access
-    assert instrumentation.probed_optimizer.calls.asnumpy()[0] == 1
+    assert instrumentation.optimizer_calls == 1
     instrumentation.restore()
 
 
@@ -207,7 +207,7 @@ def test_gradient_sums_are_those_of_the_step_that_was_probed():
     net = TinyMLP()
     cell = _train_cell(net)
     loss_net = cell.network
-    instrumentation = Instrumentation(cell, net, cell.optimizer)
+    instrumentation = Instrumentation(net, cell.optimizer)
     rng = np.random.default_rng(1)
     x = ms.Tensor(rng.standard_normal((16, 8)).astype(np.float32))
     label = ms.Tensor(rng.integers(0, 2, 16).astype(np.int32))
@@ -217,6 +217,19 @@ def test_gradient_sums_are_those_of_the_step_that_was_probed():
                         for g in ms.grad(loss_net, grad_position=None, weights=cell.weights)(x, label)]
         instrumentation.set_probing(probing)
         cell(x, label)
-    np.testing.assert_allclose(instrumentation.probed_optimizer.grad_sums.asnumpy(), expected, rtol=1e-5)
-    assert instrumentation.probed_optimizer.calls.asnumpy()[0] == 1
+    np.testing.assert_allclose(instrumentation.grad_sums.asnumpy(), expected, rtol=1e-5)
+    assert instrumentation.optimizer_calls == 1
     instrumentation.restore()
+
+
+def test_activation_kinds_cover_mint_cells_and_user_subclasses():
+    from mindspore import mint
+
+    from mindspore_doctor.probes.instrument import activation_kind
+
+    class MyReLU(nn.ReLU):
+        pass
+
+    assert activation_kind(mint.nn.GELU()) == "gelu" and activation_kind(mint.nn.ReLU()) == "relu"
+    assert activation_kind(MyReLU()) == "relu"
+    assert activation_kind(nn.Dense(2, 2)) is None and activation_kind(nn.LeakyReLU()) is None

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.static.inspector import LintContext
+from mindspore_doctor.static.context import LintContext
 from mindspore_doctor.static.loader import import_file
 from mindspore_doctor.static.source import CellLocator, drop_suppressed, resolve_sources
 

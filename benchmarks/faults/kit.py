@@ -4,7 +4,9 @@ A program is a module in ``programs/`` with
 
 - ``FAULT``: a :class:`Fault` (what is wrong, the codes the Doctor must report);
 - ``train(callbacks) -> Outcome``: the user's training, plain MindSpore, with
-  ``callbacks`` appended to its own (the runner passes the Doctor there);
+  ``callbacks`` appended to its own (the runner passes the Doctor there):
+  ``fit`` (``Model.train``) or ``fit_functional`` (a hand-written loop the
+  Doctor watches through ``doctor.watch``);
 - ``effect(outcome)``: asserts, on the run *without* the Doctor, that the fault
   really has its effect (or, for a healthy program, that it learns);
 - optional ``doctor_options() -> dict``: Doctor options that must be built
@@ -17,6 +19,7 @@ healthy program really learns and a broken one visibly does not.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -340,6 +343,58 @@ def fit(net: nn.Cell, loss_fn: nn.Cell | None, optimizer: nn.Optimizer | None, t
     model.train(epochs, train_ds, callbacks=[log, *callbacks], dataset_sink_mode=False)
     result = model.eval(eval_ds, dataset_sink_mode=False) if eval_ds is not None else {}
     return Outcome(losses=log.losses, network=net, metrics={k: float(v) for k, v in result.items()})
+
+
+def quick_start_step(net: nn.Cell, loss_fn: nn.Cell, optimizer: Any) -> Callable[[Any, Any], Any]:
+    """The training step of MindSpore's quick start: ``value_and_grad`` over the optimizer's parameters, then
+    ``optimizer(grads)``, compiled with ``@ms.jit``; returns the loss."""
+    def forward(data, label):
+        return loss_fn(net(data), label)
+
+    grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
+
+    @ms.jit
+    def train_step(data, label):
+        loss, grads = grad_fn(data, label)
+        optimizer(grads)
+        return loss
+
+    return train_step
+
+
+def fit_functional(net: nn.Cell, loss_fn: nn.Cell, optimizer: Any, train_ds: mds.Dataset, epochs: int,
+                   callbacks: Iterable[Any], eval_ds: mds.Dataset | None = None, metric: str = "accuracy") -> Outcome:
+    """MindSpore's quick-start loop (``value_and_grad`` + a ``@ms.jit`` step, which runs compiled in PyNative
+    too), logging the loss, then ``Model.eval`` on ``eval_ds`` if given. A ``Doctor`` among ``callbacks``
+    watches the loop through ``doctor.watch``; the others (the runner's step clock) get their step hooks."""
+    from mindspore_doctor import Doctor
+
+    callbacks = list(callbacks)
+    doctor = next((c for c in callbacks if isinstance(c, Doctor)), None)
+    hooks = [c for c in callbacks if c is not doctor]
+
+    train_step = quick_start_step(net, loss_fn, optimizer)
+    losses: list[float] = []
+    watching = doctor.watch(net, optimizer, loss_fn=loss_fn, train_dataset=train_ds, epochs=epochs) if doctor \
+        else contextlib.nullcontext()
+    with watching as run:
+        for _ in range(epochs):
+            net.set_train()
+            for data, label in train_ds.create_tuple_iterator():
+                for hook in hooks:
+                    hook.on_train_step_begin(None)
+                loss = train_step(data, label)
+                if run is not None:
+                    run.step(loss, data, label)
+                for hook in hooks:
+                    hook.on_train_step_end(None)
+                losses.append(float(loss.asnumpy()))
+            if run is not None:
+                run.epoch_end()
+    metrics = {"accuracy": {"accuracy": nn.Accuracy(), "loss": nn.Loss()}, "mae": {"mae": nn.MAE(), "loss": nn.Loss()}}
+    result = Model(net, loss_fn, metrics=metrics[metric]).eval(eval_ds, dataset_sink_mode=False) if eval_ds else {}
+    return Outcome(losses=losses, network=net, metrics={k: float(v) for k, v in result.items()},
+                   extra={"loop": "functional"})
 
 
 def accuracy(net: nn.Cell, x: np.ndarray, y: np.ndarray, train_mode: bool = False) -> float:

@@ -111,6 +111,7 @@ def run(name: str) -> dict[str, Any]:
     findings: list[dict[str, Any]] = []
     try:
         outcome, result["doctor"] = run_timed(module, [doctor])
+        result["loop"] = outcome.extra.get("loop", "Model.train")
         doctored = final_weights(outcome.network)
     except Exception as exc:  # noqa: BLE001 - recorded: the Doctor must never crash training
         result["doctor"] = {"crashed": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}

@@ -5,10 +5,11 @@ from typing import Any
 
 import numpy as np
 
-from mindspore_doctor.data.roles import ColumnRoles, forward_cell
+from mindspore_doctor.cells import unwrap
+from mindspore_doctor.data.roles import ColumnRoles
 from mindspore_doctor.data.sampling import error_summary
 from mindspore_doctor.data.signals import LabelStats, NetworkSignals
-from mindspore_doctor.probes.modes import forward_in_eval_mode
+from mindspore_doctor.forward import forward_in_eval_mode
 
 
 def _class_axis(out_shape: tuple[int, ...], label_shape: tuple[int, ...]) -> int:
@@ -22,7 +23,7 @@ def count_outputs(network: Any, batch: dict[str, np.ndarray], roles: ColumnRoles
     """Classes the network predicts, from ONE forward pass in eval mode (no parameter changes)."""
     import mindspore as ms
 
-    cell = forward_cell(network)
+    cell = unwrap(network).backbone  # the model that maps inputs to predictions
     inputs = [ms.Tensor(batch[c]) for c in roles.inputs]
     try:
         out = forward_in_eval_mode(cell, *inputs)  # train mode would update BatchNorm's moving statistics

@@ -5,6 +5,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from mindspore_doctor.cells import unwrap
 from mindspore_doctor.config import DoctorConfig
 
 LABEL_NAMES = ("label", "labels", "target", "targets", "y", "class", "classes", "class_id")
@@ -20,16 +21,10 @@ class ColumnRoles:
     label: str | None
 
 
-def forward_cell(network: Any) -> Any:
-    """The cell that maps inputs to predictions: the backbone of a WithLossCell-style wrapper."""
-    backbone = getattr(network, "_backbone", None)
-    return backbone if callable(backbone) else network
-
-
 def construct_arity(network: Any) -> int | None:
     """Number of positional inputs of ``construct`` (None: unknown or ``*args``)."""
     try:
-        params = inspect.signature(forward_cell(network).construct).parameters.values()
+        params = inspect.signature(unwrap(network).backbone.construct).parameters.values()
     except (TypeError, ValueError, AttributeError):
         return None
     kinds = [p.kind for p in params]

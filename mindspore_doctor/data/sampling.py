@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, TypeVar
 
 import numpy as np
 
+from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.data.roles import ColumnRoles
+from mindspore_doctor.data.roles import ColumnRoles, RolesUnknown, assign_roles
 from mindspore_doctor.data.signals import DatasetSignals
 from mindspore_doctor.data.stats import FeatureAccumulator, LabelAccumulator, UnsupportedColumn
 
@@ -194,3 +195,23 @@ def _add_batch(batch: dict[str, np.ndarray], inputs: dict[str, FeatureAccumulato
             signals.skipped_columns[column] = str(why)
             inputs.pop(column, None)
     return int(next(iter(batch.values())).shape[0])
+
+
+def first_batch_inputs(dataset: Any, network: Any, config: DoctorConfig) -> tuple:
+    """``(inputs..., label)`` of the first training batch, for MSD114's forward pass.
+
+    Read as the data checks read it (same column roles, a fresh iterator stopped after one batch), so the
+    iterator training uses, its order and its seed are untouched.
+    """
+    if dataset is None:
+        raise CheckSkipped("no training dataset to take a sample batch from")
+    try:
+        columns = column_names(dataset, "train")
+        roles = assign_roles(columns, network, config)
+        if roles.label is None or not roles.inputs:
+            raise CheckSkipped(f"cannot tell the inputs from the label among the train dataset's columns {columns} "
+                               "(set the `label_column` / `input_columns` options)")
+        batch = read_sample(dataset, "train", roles, replace(config, data_max_samples=1)).first_batch
+    except (DataUnavailable, RolesUnknown) as why:
+        raise CheckSkipped(f"no sample batch from the train dataset: {why}") from why
+    return (*(batch[c] for c in roles.inputs), batch[roles.label])

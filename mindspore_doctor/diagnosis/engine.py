@@ -7,13 +7,12 @@ findings; a cause's score is the sum of its matched symptom weights.
 from __future__ import annotations
 
 import math
-import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from mindspore_doctor.catalog import RULES
 from mindspore_doctor.diagnosis.knowledge import CAUSES, Cause, Symptom
-from mindspore_doctor.findings import Finding, Report
+from mindspore_doctor.findings import Finding, Report, diagnosis_text
 
 NOT_SYMPTOMS = ("MSD001", "MSD002")
 
@@ -183,21 +182,7 @@ class Diagnosis:
         return cls(symptoms=list(data.get("symptoms", [])), causes=causes)
 
     def to_text(self, width: int = 100, limit: int = 5) -> str:
-        if not self.causes:
-            return "Diagnosis: no likely cause (no symptom the knowledge base knows)."
-        lines = ["Diagnosis: likely causes, most likely first"]
-        for rank, cause in enumerate(self.causes[:limit], 1):
-            lines.append(f"  {rank}. {cause.title} [{cause.category}] score {cause.score:g}, "
-                         f"confidence {cause.confidence:.0%}")
-            shown = "; ".join(f"{e['code']} {e['detail']}" for e in cause.evidence if e["weight"] > 0)
-            lines.extend(textwrap.wrap(f"evidence: {shown}", width, initial_indent="     ",
-                                       subsequent_indent="               "))
-            for i, remedy in enumerate(cause.remedies, 1):
-                lines.extend(textwrap.wrap(f"{i}) {remedy}", width, initial_indent="     ",
-                                           subsequent_indent="        "))
-        if len(self.causes) > limit:
-            lines.append(f"  ... and {len(self.causes) - limit} less likely cause(s) in the JSON report.")
-        return "\n".join(lines)
+        return diagnosis_text(self.to_dict(), width, limit)
 
     def __str__(self) -> str:
         return self.to_text()

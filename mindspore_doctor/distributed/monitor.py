@@ -19,13 +19,14 @@ from typing import Any, Callable
 import numpy as np
 
 from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.checks import internal_error
+from mindspore_doctor.checks import attempt, internal_error
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.distributed.channel import RankChannel, RankInfo, rank_info
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.rules import distributed as rules
 
 _CODES = ("MSD501", "MSD502", "MSD503")
+_STILL_IN_COLLECTIVES = "; this rank still takes part in the collectives with an empty payload."
 _SHARDED_MODES = ("semi_auto_parallel", "auto_parallel", "hybrid_parallel")
 
 
@@ -178,17 +179,13 @@ class RankMonitor:
 
     def _measure(self, findings: list[Finding], check: str, measure: Callable[[], Any]) -> Any:
         """The local payload; on failure an MSD001 and None, so this rank still enters the collective."""
-        try:
-            return measure()
-        except Exception as exc:  # noqa: BLE001 - the peers are waiting: never raise out of here
-            findings.append(_internal_error(check, exc))
-            return None
+        payload, failure = attempt(check, _CODES, measure, _STILL_IN_COLLECTIVES)  # the peers are waiting
+        findings.extend([failure] if failure else [])
+        return payload
 
     def _judge(self, code: str, rule: Callable[[], list[Finding]]) -> list[Finding]:
-        try:
-            return rule()
-        except Exception as exc:  # noqa: BLE001 - rules run after the collective: only this rank is affected
-            return [_internal_error(f"rule {code}", exc)]
+        found, failure = attempt(f"rule {code}", _CODES, rule, _STILL_IN_COLLECTIVES)  # only this rank is affected
+        return found if failure is None else [failure]
 
     def _exchange(self, payload: Any, findings: list[Finding]) -> dict[int, Any] | None:
         """Every rank's decoded payload by rank (None where a rank sent nothing); None if the channel broke."""
@@ -197,7 +194,7 @@ class RankMonitor:
             try:
                 data = json.dumps(payload).encode()
             except (TypeError, ValueError) as exc:
-                findings.append(_internal_error("rank-payload", exc))
+                findings.append(internal_error("rank-payload", _CODES, exc, _STILL_IN_COLLECTIVES))
         result = self.channel.all_gather(data)
         if result is None:
             if self.channel.broken and not self._broken_reported:
@@ -242,7 +239,3 @@ def _array(payload: Any) -> np.ndarray | None:
     if not payload or "fp" not in payload:
         return None
     return np.asarray(payload["fp"], np.float64).reshape(-1, 5)
-
-
-def _internal_error(check: str, exc: Exception) -> Finding:
-    return internal_error(check, _CODES, exc, "; this rank still takes part in the collectives with an empty payload.")

@@ -14,16 +14,13 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from mindspore_doctor._io import atomic_write_text
+from mindspore_doctor._io import HISTORY_FILE, HTML_FILE, REPORT_FILE, atomic_write_text
 from mindspore_doctor.catalog import RULES
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.export.mindinsight import spread_evenly
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.signals import TrainingHistory
 
-REPORT_FILE = "doctor_report.json"
-HISTORY_FILE = "doctor_history.json"
-HTML_FILE = "doctor_report.html"
 MAX_HEATMAP_ROWS = 40
 MAX_LINES = 10
 SEVERITY_COLORS = {"error": "#c62828", "warning": "#ef8f00", "info": "#1565c0"}

@@ -9,9 +9,9 @@ Datasets are read through their own bounded iterator.
 
 Wiring in the Doctor (``Doctor(eval_dataset=..., eval_every=1)``)::
 
-    evaluator = Evaluator(config.eval_dataset, config)                  # on_train_begin
-    evaluator.run(backbone, loss_fn, epoch, train_dataset=cb.train_dataset)  # on_train_epoch_end
-    findings = evaluator.findings()                                     # on_train_end
+    evaluator = Evaluator(config.eval_dataset, config)                  # before training
+    evaluator.run(backbone, loss_fn, epoch, train_dataset=train_dataset)  # at an epoch end
+    evaluation_findings(evaluator.records, config, evaluator.mode_change, evaluator.metric_skipped)  # judged
 """
 from __future__ import annotations
 
@@ -21,12 +21,11 @@ from typing import Any, Sequence
 import numpy as np
 from mindspore import Tensor, nn
 
-from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.cells import loss_family
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.findings import Finding
-from mindspore_doctor.probes.modes import BufferSnapshot, ModeSnapshot
-from mindspore_doctor.rules.evaluation import EvalRecord, Metric, evaluation_findings
+from mindspore_doctor.forward import BufferSnapshot, ModeSnapshot
+from mindspore_doctor.signals import EvalRecord, Metric
 
 Batch = tuple[np.ndarray, ...]
 _MODE_DEPENDENT = ("BatchNorm", "Dropout")
@@ -59,31 +58,6 @@ def _as_numpy(output: Any) -> np.ndarray:
     return np.asarray(output.asnumpy() if hasattr(output, "asnumpy") else output, dtype=np.float64)
 
 
-LOSS_FAMILIES = {
-    "logits": ("BCEWithLogitsLoss", "MultiLabelSoftMarginLoss"),
-    "probabilities": ("BCELoss",),
-    "classes": ("CrossEntropyLoss", "SoftmaxCrossEntropyWithLogits", "NLLLoss", "FocalLoss", "MultiMarginLoss"),
-    "regression": ("MSELoss", "L1Loss", "L1LossExt", "MAELoss", "RMSELoss", "SmoothL1Loss", "HuberLoss"),
-}
-"""What a MindSpore loss says about the outputs it is given: one or more sigmoid logits, sigmoid
-probabilities, class scores, or values to regress."""
-
-
-def loss_family(loss_fn: Any) -> tuple[str | None, int | None]:
-    """(family, ignore_index) of the first MindSpore loss in ``loss_fn`` (itself or a cell it wraps)."""
-    if not isinstance(loss_fn, nn.Cell):
-        return None, None
-    for _, cell in loss_fn.cells_and_names():
-        name = type(cell).__name__
-        if not type(cell).__module__.startswith("mindspore."):
-            continue
-        family = next((f for f, names in LOSS_FAMILIES.items() if name in names), None)
-        if family is not None:
-            ignore = getattr(cell, "ignore_index", None)
-            return family, ignore if isinstance(ignore, int) else None
-    return None, None
-
-
 def _is_binary(values: np.ndarray) -> bool:
     return bool(values.size) and bool(np.isin(values, (0.0, 1.0)).all())
 
@@ -104,7 +78,7 @@ class Task:
     sample, per token or per pixel), "multilabel" (one logit/probability per label, multi-hot targets) or
     "regression" (any target shaped like the outputs, an autoencoder's included)."""
     family: str | None = None
-    """The loss family (``LOSS_FAMILIES``); None for a loss of the user's own."""
+    """The loss family (``cells.LOSS_FAMILIES``); None for a loss of the user's own."""
     class_axis: int = -1
     threshold: float = 0.0
     """binary/multilabel: a positive prediction is an output above this (0 for logits, 0.5 for probabilities)."""
@@ -303,7 +277,7 @@ class Probe:
 
 @dataclass
 class Evaluator:
-    """The Doctor's periodic evaluation: one ``run`` per evaluated epoch, ``findings()`` at the end."""
+    """The Doctor's periodic evaluation: one ``run`` per evaluated epoch; ``rules.evaluation`` judges them."""
 
     eval_dataset: Any
     config: DoctorConfig = field(default_factory=DoctorConfig)
@@ -356,11 +330,3 @@ class Evaluator:
         if self.mode_change is not None:
             change = {"relative_change": self.mode_change[0], "cells": list(self.mode_change[1])}
         return {"records": [asdict(r) for r in self.records], "mode_switch": change}
-
-    def findings(self) -> list[Finding]:
-        skipped = []
-        if self.metric_skipped:
-            skipped = [make_finding("MSD002", f"MSD402, MSD404 skipped: {self.metric_skipped}",
-                                    location={"check": "evaluation-metric"},
-                                    evidence={"codes": ["MSD402", "MSD404"]})]
-        return [*evaluation_findings(self.records, self.config, self.mode_change), *skipped]

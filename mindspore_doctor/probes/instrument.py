@@ -2,16 +2,17 @@
 
 How it works (see docs/doctor.md, "How the probes work"):
 
-* One graph. The probes are part of the user's train cell, which compiles once,
+* One graph. The probes are part of the user's step, which compiles once,
   as it would without the Doctor; a second compiled graph of the step (the
   design before) cost more host memory on its own than the whole budget.
-* The optimizer is replaced, inside the train cell, by ``ProbedOptimizer`` —
-  a thin Cell that calls the real optimizer and, on probe steps only, also
-  reduces each gradient to one sum. "Probe step" is a bool ``Parameter`` the
-  host sets, read by an ``if`` the graph compiles as control flow: the
-  reductions cost nothing on the other steps. Every train cell
-  (``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``, a user's own)
-  hands its gradients to ``self.optimizer(grads)``, so one probe fits them all.
+* The optimizer's class is swapped, in place, for a subclass whose ``construct``
+  calls the real one and, on probe steps only, also reduces each gradient to
+  one sum. "Probe step" is a bool ``Parameter`` the host writes in place, read
+  by an ``if`` the graph compiles as control flow: the reductions cost nothing
+  on the other steps. Every training style hands its gradients to
+  ``optimizer(grads)`` — ``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``,
+  a user's own cell, a ``value_and_grad`` step under ``@ms.jit`` or in
+  PyNative — so one probe fits them all.
 * The weights are read on the host, in place: a strided sample of each is
   copied before the probe step, so the true update ``w_after - w_before`` is
   measured after the real optimizer ran, whatever it is.
@@ -24,7 +25,7 @@ How it works (see docs/doctor.md, "How the probes work"):
 * Buffers are Parameters written with ``ops.assign`` and *not* registered on
   any cell: they never show up in checkpoints or ``parameters_and_names()``.
 
-``restore()`` puts every class and child back.
+``restore()`` puts every class back.
 """
 from __future__ import annotations
 
@@ -36,9 +37,9 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.ops import composite as C
 
-from mindspore_doctor.signals import ActivationStats, StepSignals
+from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationStats, StepSignals
 
-# ProbedOptimizer.grad_sums holds one number per optimizer parameter: half the sum of g² (one L2Loss
+# The probed optimizer's ``_msd_grad_sums`` holds one number per optimizer parameter: half the sum of g² (one L2Loss
 # kernel each). Every node of a compiled graph costs host memory (measured on CPU: ~0.08 MB per kernel
 # mapped with ``HyperMap``, ~0.5-0.7 MB per kernel unrolled from a Python loop in ``construct``), so
 # one kernel per gradient replaced the earlier Σg² and Σ|g| (five kernels each: -14 MB on a small
@@ -64,28 +65,19 @@ MIN_BATCH_FOR_UNITS = 8
 # kernel reaches from |x| ~ 5.1 (TanhGrad is then exactly 0).
 SATURATED_SLOPE = 1e-7
 
-# Activation cell classes we probe, and their kind.
-ACTIVATION_KINDS: dict[type, str] = {
-    nn.ReLU: "relu",
-    nn.ReLU6: "relu6",
-    nn.Sigmoid: "sigmoid",
-    nn.Tanh: "tanh",
-    nn.GELU: "gelu",
-}
-_RELU_LIKE = ("relu", "relu6")
 _SLOPE: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sigmoid": lambda y: y * (1.0 - y),
     "tanh": lambda y: 1.0 - y * y,
 }
 
 
-def _free_parameter(value: np.ndarray) -> Parameter:
+def free_parameter(value: np.ndarray) -> Parameter:
     """A Parameter on no cell, which the graph writes or reads; never part of a checkpoint."""
-    _free_parameter.count += 1
-    return Parameter(Tensor(value), name=f"_msdoctor_probe_{_free_parameter.count}", requires_grad=False)
+    free_parameter.count += 1
+    return Parameter(Tensor(value), name=f"_msdoctor_probe_{free_parameter.count}", requires_grad=False)
 
 
-_free_parameter.count = 0
+free_parameter.count = 0
 
 
 def _f32(x: Any) -> Any:
@@ -107,27 +99,35 @@ def _grad_sums_one(grad):
 _map = C.HyperMap()
 
 
-class ProbedOptimizer(nn.Cell):
-    """Calls the real optimizer; on probe steps (``probing`` holds True) also records Σg²/2 of each gradient."""
+def _probed_optimizer_class(base: type) -> type:
+    """``base`` that, on probe steps (``_msd_probing`` holds True), also records Σg²/2 of each gradient."""
 
-    def __init__(self, optimizer: nn.Cell, probing: Parameter) -> None:
-        super().__init__(auto_prefix=False)
-        self.optimizer = optimizer
-        object.__setattr__(self, "probing", probing)
-        object.__setattr__(self, "grad_sums", _free_parameter(np.zeros(len(optimizer.parameters), np.float32)))
-        object.__setattr__(self, "calls", _free_parameter(np.zeros(1, np.int32)))
+    class ProbedOptimizer(base):
+        def construct(self, grads):
+            # ``super()``: called as ``base.construct(self, grads)`` MindSpore 2.10 compiles ``self`` as a plain
+            # argument and drops the optimizer's own state writes (Adam's ``self.beta1_power = ...``).
+            done = super().construct(grads)
+            # Both branches return values that two unconditional assigns write: with the assigns inside the
+            # branch, MindSpore 2.10 dropped them after AdamWeightDecay (tests/test_probes.py, every optimizer).
+            if self._msd_probing:
+                sums, calls = ops.stack(_map(_grad_sums, grads)), self._msd_calls + 1  # calls: the optimizer ran
+            else:
+                sums, calls = self._msd_grad_sums, self._msd_calls
+            ops.assign(self._msd_grad_sums, sums)
+            ops.assign(self._msd_calls, calls)
+            return done
 
-    def construct(self, grads):
-        done = self.optimizer(grads)
-        # Both branches return values that two unconditional assigns write: with the assigns inside the
-        # branch, MindSpore 2.10 dropped them after AdamWeightDecay (tests/test_probes.py, every optimizer).
-        if self.probing:
-            sums, calls = ops.stack(_map(_grad_sums, grads)), self.calls + 1  # calls: the optimizer ran
-        else:
-            sums, calls = self.grad_sums, self.calls
-        ops.assign(self.grad_sums, sums)
-        ops.assign(self.calls, calls)
-        return done
+    if hasattr(base.construct, "__wrapped__"):
+        # ``nn`` optimizers compile their update with ``@jit`` even in PyNative, and that jit compiles the cell's
+        # construct — this one — then Python would run it once more: compile the probes with it, run them once.
+        ProbedOptimizer.construct = ms.jit(ProbedOptimizer.construct)
+    return _named_like(ProbedOptimizer, base)
+
+
+def _named_like(cls: type, base: type) -> type:
+    """The swapped class keeps its base's name: messages, summaries and static rules read ``type(x).__name__``."""
+    cls.__name__, cls.__qualname__ = base.__name__, base.__qualname__
+    return cls
 
 
 def _output_sample(a):
@@ -175,14 +175,12 @@ def _abs_sum_max(values: np.ndarray, scratch: np.ndarray, minus: np.ndarray | No
 def _probed_activation_class(base: type) -> type:
     class ProbedActivation(base):
         def construct(self, x):
-            y = base.construct(self, x)
+            y = super().construct(x)
             if self._msd_sampling:
                 ops.assign(self._msd_sample, _output_sample(ops.stop_gradient(y)))
             return y
 
-    ProbedActivation.__name__ = base.__name__
-    ProbedActivation.__qualname__ = base.__qualname__
-    return ProbedActivation
+    return _named_like(ProbedActivation, base)
 
 
 def activation_stats(kind: str, sample: np.ndarray, order: int) -> ActivationStats | None:
@@ -194,7 +192,7 @@ def activation_stats(kind: str, sample: np.ndarray, order: int) -> ActivationSta
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf are signals here
         stats = ActivationStats(kind=kind, mean_abs=float(np.abs(values).mean()),
                                 nonfinite=int(not np.isfinite(values).all()), order=order)
-        if kind in _RELU_LIKE:
+        if kind in DEAD_AT_ZERO:
             off = values <= 0
             stats.dead_fraction = float(off.mean())
             if values.shape[0] >= MIN_BATCH_FOR_UNITS:
@@ -206,53 +204,65 @@ def activation_stats(kind: str, sample: np.ndarray, order: int) -> ActivationSta
 
 
 def activation_kind(cell: Any) -> str | None:
-    for cls, kind in ACTIVATION_KINDS.items():
-        if isinstance(cell, cls):
-            return kind
-    return None
+    """The kind of a MindSpore activation cell, or of a user subclass of one; None for any other cell."""
+    library = (c for c in type(cell).__mro__ if c.__module__.startswith("mindspore."))
+    return next((ACTIVATION_KINDS[c.__name__] for c in library if c.__name__ in ACTIVATION_KINDS), None)
 
 
 class Instrumentation:
-    """Installs the probes into a train cell and its network; ``restore()`` undoes everything."""
+    """Installs the probes into an optimizer and a network, in place; ``restore()`` undoes everything.
 
-    def __init__(self, train_cell: nn.Cell, network: nn.Cell, optimizer: nn.Cell) -> None:
-        self.train_cell = train_cell
+    In place (the optimizer's and the activations' classes are swapped, nothing is re-parented), so the probes
+    run wherever the user calls them: a ``TrainOneStepCell`` Model built, one the user calls by hand, or
+    ``optimizer(grads)`` inside the user's own ``@ms.jit`` step or a PyNative loop. Install before the first
+    compiled call: a graph compiled earlier keeps the classes it was compiled with.
+    """
+
+    def __init__(self, network: nn.Cell, optimizer: nn.Cell) -> None:
         self.network = network
         self.optimizer = optimizer
         self.parameter_names = [p.name for p in optimizer.parameters]
         self.parameter_shapes = {p.name: list(p.shape) for p in optimizer.parameters}
-        self._optimizer_slot = self._find_optimizer_slot()
-        self._probe_flag = _free_parameter(np.array(False))
-        self.probed_optimizer = ProbedOptimizer(optimizer, self._probe_flag)
         self.activations: dict[str, nn.Cell] = {
             path: cell for path, cell in network.cells_and_names() if path and activation_kind(cell) is not None
         }
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = ms.get_context("mode") == ms.GRAPH_MODE
-        self._swapped: list[tuple[Any, type]] = []
+        self._swapped: list[tuple[Any, type, tuple[str, ...]]] = []
         self._probing = False
         self._last_calls = 0
         self._weights_before: list[np.ndarray] | None = None
         self._install()
 
-    def _find_optimizer_slot(self) -> tuple[nn.Cell, str]:
-        for _, cell in self.train_cell.cells_and_names():
-            for name, child in cell._cells.items():  # pylint: disable=protected-access
-                if child is self.optimizer:
-                    return cell, name
-        raise LookupError(f"the optimizer {type(self.optimizer).__name__} is not a child cell of the train network")
+    @property
+    def grad_sums(self) -> Parameter:
+        """Σg²/2 of each optimizer parameter at the last probe step."""
+        return self.optimizer._msd_grad_sums  # pylint: disable=protected-access
+
+    @property
+    def optimizer_calls(self) -> int:
+        """Probe steps on which the optimizer ran."""
+        return int(self.optimizer._msd_calls.asnumpy()[0])  # pylint: disable=protected-access
+
+    def _swap(self, cell: nn.Cell, probed: type, state: dict[str, Any]) -> None:
+        for attribute, value in state.items():
+            object.__setattr__(cell, attribute, value)
+        self._swapped.append((cell, type(cell), tuple(state)))
+        cell.__class__ = probed
 
     def _install(self) -> None:
-        owner, name = self._optimizer_slot
-        owner._cells[name] = self.probed_optimizer  # pylint: disable=protected-access (no parameter renaming)
+        optimizer = self.optimizer
+        self._swap(optimizer, _probed_optimizer_class(type(optimizer)), {
+            "_msd_probing": free_parameter(np.array(False)),
+            "_msd_grad_sums": free_parameter(np.zeros(len(optimizer.parameters), np.float32)),
+            "_msd_calls": free_parameter(np.zeros(1, np.int32)),
+        })
         for cell in self.activations.values():
-            base = type(cell)
-            object.__setattr__(cell, "_msd_sample",
-                               _free_parameter(np.full((SAMPLE_ROWS, SAMPLE_COLS), SAMPLE_PAD, np.float32)))
-            object.__setattr__(cell, "_msd_kind", activation_kind(cell))
-            cell.__class__ = _probed_activation_class(base)
-            cell._msd_sampling = self._sample_every_step  # pylint: disable=protected-access
-            self._swapped.append((cell, base))
+            self._swap(cell, _probed_activation_class(type(cell)), {
+                "_msd_sample": free_parameter(np.full((SAMPLE_ROWS, SAMPLE_COLS), SAMPLE_PAD, np.float32)),
+                "_msd_kind": activation_kind(cell),
+                "_msd_sampling": self._sample_every_step,
+            })
 
     def set_probing(self, probing: bool) -> None:
         """Make the next step a probe step, or not.
@@ -263,7 +273,9 @@ class Instrumentation:
         if probing == self._probing:
             return
         self._probing = probing
-        self._probe_flag.set_data(Tensor(probing))
+        # An in-place write: a graph compiled from the user's own ``@ms.jit`` function keeps reading the
+        # flag's first storage, which ``set_data`` would replace (measured: the probes then never switch off).
+        ops.assign(self.optimizer._msd_probing, Tensor(probing))  # pylint: disable=protected-access
         if not self._sample_every_step:
             for cell in self.activations.values():
                 cell._msd_sampling = probing  # pylint: disable=protected-access
@@ -271,7 +283,7 @@ class Instrumentation:
     def read_into(self, signals: StepSignals) -> None:
         """Fill ``signals`` with the statistics of the last probed step; no parameter statistics when the
         optimizer did not run (e.g. loss-scale overflow)."""
-        calls = int(self.probed_optimizer.calls.asnumpy()[0])
+        calls = self.optimizer_calls
         before, self._weights_before = self._weights_before, None
         if calls != self._last_calls and before is not None:
             self._last_calls = calls
@@ -283,7 +295,7 @@ class Instrumentation:
                 signals.activations[path] = stats
 
     def _read_parameters(self, before: list[np.ndarray], out: StepSignals) -> None:
-        grad_sums = self.probed_optimizer.grad_sums.asnumpy().astype(np.float64)
+        grad_sums = self.grad_sums.asnumpy().astype(np.float64)
         scratch = np.empty(_CHUNK, np.float64)
         for i, (name, weight) in enumerate(zip(self.parameter_names, self.optimizer.parameters)):
             size = max(1, weight.size)
@@ -301,12 +313,10 @@ class Instrumentation:
             out.update_ratio[name] = float(update_mean_abs / weight_mean_abs) if weight_mean_abs > 0 else float("inf")
 
     def restore(self) -> None:
-        """Put back every swapped class and the real optimizer."""
+        """Put back every swapped class."""
         self.set_probing(False)
-        for cell, base in reversed(self._swapped):
+        for cell, base, attributes in reversed(self._swapped):
             cell.__class__ = base
-            for attribute in ("_msd_sample", "_msd_kind", "_msd_sampling"):
+            for attribute in attributes:
                 cell.__dict__.pop(attribute, None)
         self._swapped.clear()
-        owner, name = self._optimizer_slot
-        owner._cells[name] = self.optimizer  # pylint: disable=protected-access

@@ -6,46 +6,12 @@ or from ``sanity()``; every rule here is a pure function over them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
-
-
-@dataclass
-class Metric:
-    """One score of a model, or of a trivial predictor, on some data."""
-
-    name: str
-    """"accuracy" (binary, multi-class, per token/pixel), "label accuracy" (multi-label) or "mse" (regression)."""
-    value: float
-    higher_is_better: bool
-    trivial: str = ""
-    """For a trivial predictor's score: how it predicts ("predicting the majority class")."""
-
-
-@dataclass
-class EvalRecord:
-    """One evaluation: train and eval losses and metrics after ``epoch`` (None: not measured)."""
-
-    epoch: int
-    task: str | None = None
-    """What the metrics judge: "binary", "multiclass", "multilabel" or "regression" (None: no metric)."""
-    train_loss: float | None = None
-    eval_loss: float | None = None
-    train_loss_se: float | None = None
-    """Standard error of ``train_loss`` over its samples (None: not estimated, taken as no noise)."""
-    eval_loss_se: float | None = None
-    """Standard error of ``eval_loss`` over the eval samples: a small eval split's loss is noisy."""
-    eval_metric: Metric | None = None
-    eval_samples: int | None = None
-    train_metric: Metric | None = None
-    baseline: Metric | None = None
-    """The trivial predictor's eval score (majority class / label mean, fitted on the train labels when known)."""
-    train_baseline: Metric | None = None
-    """The trivial predictor's score on the train sample (what MSD402 compares the train metric with)."""
+from mindspore_doctor.signals import EvalRecord, Metric
 
 
 def _finite(x: float | None) -> bool:
@@ -218,15 +184,20 @@ def mode_switch_inconsistency(relative_change: float | None, cells: Sequence[str
 
 
 def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig,
-                        mode_change: tuple[float, Sequence[str]] | None = None) -> list[Finding]:
+                        mode_change: tuple[float, Sequence[str]] | None = None,
+                        metric_skipped: str = "") -> list[Finding]:
     """MSD401 over all records, MSD402/MSD404 on the last one, MSD405 on ``mode_change`` (relative change,
-    mode-dependent cells): what the Doctor reports at the end of training.
+    mode-dependent cells): what the Doctor reports at the end of training. ``metric_skipped``: why no metric
+    could be measured (MSD002 for MSD402/404), "" when it could.
 
     The train metric is measured in eval mode; when the two modes disagree (MSD405) a poor train metric
     is that disagreement again, not underfitting, so MSD402 is left out.
     """
     last = records[-1] if records else None
     switch = mode_switch_inconsistency(*mode_change, config, epoch=last and last.epoch) if mode_change else []
+    if metric_skipped:
+        switch.append(make_finding("MSD002", f"MSD402, MSD404 skipped: {metric_skipped}",
+                                   location={"check": "evaluation-metric"}, evidence={"codes": ["MSD402", "MSD404"]}))
     if last is None:
         return switch
     return [
@@ -236,3 +207,22 @@ def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig,
                              samples=last.eval_samples),
         *switch,
     ]
+
+
+def batch_not_fitted(overfit: dict[str, Any], lr: float | None = None,
+                     suggested_lr: float | None = None) -> list[Finding]:
+    """MSD403 from ``sanity()``'s overfit-one-batch run (``samples``, ``steps``, ``initial_loss``, ``final_loss``,
+    ``best_loss``, ``target``, ``fitted``): a model that cannot memorise a handful of samples has a bug."""
+    if overfit["fitted"]:
+        return []
+    samples, steps, first, last, best, target = (overfit[k] for k in (
+        "samples", "steps", "initial_loss", "final_loss", "best_loss", "target"))
+    return [make_finding(
+        "MSD403",
+        f"The model could not fit one batch of {samples} samples: after {steps} steps the loss is "
+        f"{last:.4g} (from {first:.4g}; best {best:.4g}), target {target:.3g}.",
+        evidence={"samples": samples, "steps": steps, "initial_loss": first, "final_loss": last,
+                  "best_loss": best, "target": target, "lr": lr, "suggested_lr": suggested_lr},
+        suggestion="A model that cannot memorise 8 samples has a bug: check the labels match the inputs, that "
+        "no weight is frozen (MSD102), the loss gets logits (MSD107), and the learning rate is not tiny.",
+    )]

@@ -26,6 +26,9 @@ class DropoutSignal:
 class BatchNormSignal:
     name: str
     use_batch_statistics: bool
+    setting: str
+    """The argument that fixes it, as written: ``use_batch_statistics=True`` (nn), ``track_running_stats=False``
+    (mint: no running statistics are kept, so batch statistics in eval too)."""
     location: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,15 +80,18 @@ def batchnorm_findings(signals: list[BatchNormSignal], config: DoctorConfig) -> 
     """MSD105 (static part): BatchNorm whose statistics source is fixed against the train/eval mode."""
     found = []
     for s in signals:
+        untracked = s.setting.startswith("track_running_stats")
         if s.use_batch_statistics:
             message = (
-                f"`{s.name}` has use_batch_statistics=True: in eval/predict mode it still normalises with the "
+                f"`{s.name}` has {s.setting}: in eval/predict mode it still normalises with the "
                 "statistics of the current batch, so predictions depend on what else is in the batch (a batch of "
-                "one is normalised to ~0) and the moving mean/variance learned in training are never used."
+                "one is normalised to ~0) and "
+                + ("no moving mean/variance is kept for inference." if untracked else
+                   "the moving mean/variance learned in training are never used.")
             )
         else:
             message = (
-                f"`{s.name}` has use_batch_statistics=False: in training mode it normalises with the moving "
+                f"`{s.name}` has {s.setting}: in training mode it normalises with the moving "
                 "mean/variance, which are then never updated, so the layer never adapts to the data and trains "
                 "against its initial statistics (mean 0, variance 1)."
             )
@@ -94,9 +100,10 @@ def batchnorm_findings(signals: list[BatchNormSignal], config: DoctorConfig) -> 
                 "MSD105",
                 message,
                 location=s.location,
-                evidence={"use_batch_statistics": s.use_batch_statistics},
-                suggestion="Leave `use_batch_statistics=None` (the default) so that `set_train(True)` uses batch "
-                "statistics and `set_train(False)` uses the moving statistics.",
+                evidence={"use_batch_statistics": s.use_batch_statistics, "setting": s.setting},
+                suggestion=f"Leave `{'track_running_stats=True' if untracked else 'use_batch_statistics=None'}` (the "
+                "default) so that `set_train(True)` uses batch statistics and `set_train(False)` uses the moving "
+                "statistics.",
             )
         )
     return found

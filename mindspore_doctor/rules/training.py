@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
-from mindspore_doctor.signals import StepSignals, TrainingHistory
+from mindspore_doctor.signals import DEAD_AT_ZERO, StepSignals, TrainingHistory
 
 TrainingRule = Callable[[TrainingHistory, DoctorConfig], list[Finding]]
 _CLASSIFICATION_HINT = "classification loss (SoftmaxCrossEntropyWithLogits / CrossEntropyLoss / NLLLoss)"
@@ -718,7 +718,7 @@ def _activation_fraction_rule(code: str, kinds: tuple[str, ...], criteria: tuple
 
 dead_relu = _activation_fraction_rule(
     "MSD212",
-    ("relu", "relu6"),
+    DEAD_AT_ZERO,
     (("dead_fraction", "dead_relu_fraction", "outputs are <= 0", ""),
      ("dead_unit_fraction", "dead_unit_fraction", "units are <= 0 on every sample of the batch (dead units)",
       "dead_unit_z")),

@@ -30,14 +30,28 @@ def is_library_object(obj: Any) -> bool:
     return (owner.__module__ or "").split(".")[0] == "mindspore"
 
 
+_MINT_RENAMED = {"Linear": "Dense"}
+"""``mindspore.mint`` cells named unlike the ``nn`` cell they match, beyond the ``Ext`` suffix."""
+
+
+def library_kind(cls: type) -> str:
+    """The ``nn`` name of a MindSpore class, which the checks' tables use: ``mindspore.mint`` cells reuse nn's names
+    with an ``Ext`` suffix (``mint.nn.Dropout`` is ``DropoutExt``, ``mint.nn.LayerNorm`` ``LayerNormExt``), and
+    ``mint.nn.Linear`` is ``nn.Dense``. Other classes keep their name."""
+    name = cls.__name__
+    if (cls.__module__ or "").split(".")[0] != "mindspore":
+        return name
+    return _MINT_RENAMED.get(name, name[:-3] if name.endswith("Ext") else name)
+
+
 def object_resolver(cell: Any) -> Resolver:
-    """``self.<attr>`` -> type name of the child cell / primitive the instance really holds."""
+    """``self.<attr>`` -> type name (``library_kind``) of the child cell / primitive the instance really holds."""
 
     def resolve(attr: str) -> str | None:
         held = cell.__dict__.get("_cells", {}).get(attr) or cell.__dict__.get("_primitives", {}).get(attr)
         if held is None:
             held = cell.__dict__.get(attr)
-        return type(held).__name__ if held is not None and not isinstance(held, (int, float, str, bool)) else None
+        return library_kind(type(held)) if held is not None and not isinstance(held, (int, float, str, bool)) else None
 
     return resolve
 

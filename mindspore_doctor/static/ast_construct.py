@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+import linecache
 import textwrap
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -182,6 +183,68 @@ def _is_library_class(cls: type) -> bool:
     return module.split(".")[0] in ("mindspore", "pybind11_builtins")
 
 
+# --- what the names of a file import ------------------------------------------------------
+
+_IMPORTED = "msdoctor_imported"
+"""Attribute ``bind_imports`` sets on an ``ast.Name``: the dotted path its import statement binds it to."""
+
+
+def _imported_names(tree: ast.AST) -> dict[str, str]:
+    """Names the import statements of ``tree`` bind -> what they import (``F`` -> ``mindspore.mint.nn.functional``,
+    ``Dropout`` -> ``mindspore.mint.nn.Dropout``)."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                root = alias.name.split(".")[0]
+                names[alias.asname or root] = alias.name if alias.asname else root
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.update((a.asname or a.name, f"{node.module}.{a.name}") for a in node.names if a.name != "*")
+    return names
+
+
+@lru_cache(maxsize=256)
+def _file_imports(text: str) -> dict[str, str]:
+    """``_imported_names`` of a file's text, parsed once per file (many classes share it); {} when it does not
+    parse."""
+    try:
+        return _imported_names(ast.parse(text))
+    except (SyntaxError, ValueError):
+        return {}
+
+
+def _bind(tree: ast.AST, names: dict[str, str]) -> None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names:
+            setattr(node, _IMPORTED, names[node.id])
+
+
+def bind_imports(tree: ast.Module) -> None:
+    """Mark the names of a parsed file with what its imports bind them to: the spelling alone does not say
+    that ``F.softmax(x, 1)`` is a module function (not a method of ``F``) nor that ``nn.Dropout(0.9)`` after
+    ``from mindspore.mint import nn`` drops 90 %."""
+    _bind(tree, _imported_names(tree))
+
+
+def _dotted_name(node: ast.expr) -> str | None:
+    """``MF.softmax`` -> ``mindspore.mint.nn.functional.softmax`` when an import binds ``MF``, else the dotted
+    text as written (``mint.nn.Dropout``); None for anything but a (dotted) name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([getattr(node, _IMPORTED, node.id), *reversed(parts)])
+
+
+def from_mint(call: ast.Call) -> bool:
+    """The callee is a ``mindspore.mint`` API, whose signatures follow PyTorch's (``mint.nn.Dropout(0.9)``:
+    the first argument is the drop probability, not ``keep_prob``)."""
+    name = _dotted_name(call.func)
+    return name is not None and "mint" in name.split(".")
+
+
 @lru_cache(maxsize=512)
 def class_source(cls: type) -> ClassSource:
     """Parse ``cls`` and its user-defined bases once per class (cached: many instances, few classes)."""
@@ -197,11 +260,13 @@ def class_source(cls: type) -> ClassSource:
         except SyntaxError as exc:
             raise ConstructUnavailable(f"{klass.__name__}: source cannot be parsed ({exc.msg})") from None
         ast.increment_lineno(tree, start - 1)
+        file = inspect.getsourcefile(klass)
+        _bind(tree, _file_imports("".join(linecache.getlines(file))) if file else {})
         classdef = tree.body[0]
         if not isinstance(classdef, ast.ClassDef):
             raise ConstructUnavailable(f"{klass.__name__}: source is not a class statement")
         if source.file is None:
-            source.file, source.line = inspect.getsourcefile(klass), start
+            source.file, source.line = file, start
         _add_methods(source, classdef)
     if "construct" not in source.methods:
         raise ConstructUnavailable(f"{cls.__name__}.construct: no construct defined in Python source")
@@ -210,6 +275,7 @@ def class_source(cls: type) -> ClassSource:
 
 def module_classes(tree: ast.Module, file: str) -> Iterator[ClassSource]:
     """Classes of a parsed file that define ``construct`` (bases from the same file merged in)."""
+    bind_imports(tree)
     classdefs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     for classdef in classdefs.values():
         source = ClassSource(classdef.name, file, line=classdef.lineno, end_line=classdef.end_lineno or 0)
@@ -257,7 +323,8 @@ def _is_receiver_call(call: ast.Call) -> bool:
     owner = func.value
     while isinstance(owner, ast.Attribute):
         owner = owner.value
-    return not (isinstance(owner, ast.Name) and owner.id in MODULE_NAMES) or isinstance(func.value, ast.Call)
+    module = isinstance(owner, ast.Name) and (owner.id in MODULE_NAMES or hasattr(owner, _IMPORTED))
+    return not module or isinstance(func.value, ast.Call)
 
 
 def op_name(call: ast.Call, resolve: Resolver) -> str | None:
@@ -544,6 +611,8 @@ class AxisCall(CallSite):
 @dataclass(frozen=True)
 class BatchNormCall(CallSite):
     use_batch_statistics: bool
+    setting: str
+    """The argument that fixes it, as written: ``use_batch_statistics=True``, ``track_running_stats=False``."""
 
 
 def _is_constructor(name: str) -> bool:
@@ -551,8 +620,8 @@ def _is_constructor(name: str) -> bool:
 
 
 def dropout_call(call: ast.Call, attribute: AttributeValue | None = None) -> DropoutCall | None:
-    """``nn.Dropout(keep_prob=0.1)``, ``nn.Dropout(p=0.9)``, ``ops.dropout(x, p=0.9)``... with literal rates,
-    or rates held in ``self.<attr>`` when ``attribute`` knows the instance's value."""
+    """``nn.Dropout(keep_prob=0.1)``, ``nn.Dropout(p=0.9)``, ``ops.dropout(x, p=0.9)``, ``mint.nn.Dropout(0.9)``...
+    with literal rates, or rates held in ``self.<attr>`` when ``attribute`` knows the instance's value."""
     name = callee_identifier(call)
     if name is None or norm_name(name) not in ("dropout", "dropout1d", "dropout2d", "dropout3d"):
         return None
@@ -561,7 +630,7 @@ def dropout_call(call: ast.Call, attribute: AttributeValue | None = None) -> Dro
         rate = number(argument(call, 1, "p"), attribute)
         return DropoutCall(**site, drop_rate=float(rate), via_keep_prob=False) if isinstance(rate, (int, float)) else None
     p = number(keyword(call, "p"), attribute)
-    if name != "Dropout":  # nn.Dropout2d(p=0.5)
+    if name != "Dropout" or from_mint(call):  # nn.Dropout2d(p=0.5), mint.nn.Dropout(0.5)
         p = number(argument(call, 0, "p"), attribute)
     if isinstance(p, (int, float)):
         return DropoutCall(**site, drop_rate=float(p), via_keep_prob=False)
@@ -587,15 +656,33 @@ def softmax_call(call: ast.Call, attribute: AttributeValue | None = None) -> Axi
     return AxisCall(call.lineno, expr_text(call), name, axis, norm_name(name) == "logsoftmax")
 
 
+def fixed_statistics(value: Callable[[str], object]) -> tuple[bool, str] | None:
+    """(normalises with batch statistics, the setting as written) for a BatchNorm whose statistics source is fixed
+    against the train/eval mode, ``value`` giving its arguments by name: ``use_batch_statistics`` True or False
+    (nn), ``track_running_stats=False`` (mint: no running statistics are kept, so eval uses the batch's too).
+    None when the mode decides."""
+    batch = value("use_batch_statistics")
+    if isinstance(batch, bool):
+        return batch, f"use_batch_statistics={batch}"
+    if value("track_running_stats") is False:
+        return True, "track_running_stats=False"
+    return None
+
+
 def batchnorm_call(call: ast.Call, attribute: AttributeValue | None = None) -> BatchNormCall | None:
-    """``nn.BatchNorm2d(c, use_batch_statistics=True)``, the flag literal or held in ``self.<attr>``."""
+    """``nn.BatchNorm2d(c, use_batch_statistics=True)``, ``mint.nn.BatchNorm2d(c, track_running_stats=False)``,
+    the flag literal or held in ``self.<attr>``."""
     name = callee_identifier(call)
     if name is None or not name.startswith("BatchNorm"):
         return None
-    node = keyword(call, "use_batch_statistics")
-    attr = self_attribute(node) if node is not None and attribute is not None else None
-    fixed = node.value if isinstance(node, ast.Constant) else attribute(attr) if attr is not None else None  # type: ignore[misc]
-    return BatchNormCall(call.lineno, expr_text(call), name, fixed) if isinstance(fixed, bool) else None
+
+    def value(flag: str) -> object:
+        node = keyword(call, flag)
+        attr = self_attribute(node) if node is not None and attribute is not None else None
+        return node.value if isinstance(node, ast.Constant) else attribute(attr) if attr is not None else None  # type: ignore[misc]
+
+    fixed = fixed_statistics(value)
+    return BatchNormCall(call.lineno, expr_text(call), name, *fixed) if fixed else None
 
 
 CallParser = Callable[[ast.Call, "AttributeValue | None"], "CallSite | None"]

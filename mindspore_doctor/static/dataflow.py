@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from mindspore_doctor.rules import parameters as rules
-from mindspore_doctor.static.ast_cells import child_path, instance_truth, is_library_object
+from mindspore_doctor.static.ast_cells import child_path, instance_truth, is_library_object, library_kind
 from mindspore_doctor.static.ast_construct import (
     ConstructUnavailable,
     call_sites,
@@ -50,7 +50,7 @@ _LINEAR_OPS = frozenset(
      "stack", "cast", "astype", "pad", "dropout", "identity", "depend", "tile", "broadcastto", "contiguous",
      "swapaxes", "moveaxis", "flip", "roll", "narrow", "stridedslice", "slice", "avgpool", "maxpool", "avgpool2d",
      "maxpool2d", "adaptiveavgpool2d", "adaptivemaxpool2d", "mean", "reducemean", "sum", "reducesum", "matmul",
-     "batchmatmul", "bmm", "mm", "dense", "conv1d", "conv2d", "mul", "muls", "sub", "div", "realdiv",
+     "batchmatmul", "bmm", "mm", "dense", "linear", "conv1d", "conv2d", "mul", "muls", "sub", "div", "realdiv",
      "pixelshuffle", "interpolate", "resizebilinear", "resizenearestneighbor", "expand", "expandas", "clone",
      "float"}
 )
@@ -195,7 +195,7 @@ class ScaleFlow:
         cell = self.cells.get(path)
         if cell is None:
             return frozenset({_OPEN_END})
-        name = type(cell).__name__
+        name = library_kind(type(cell))
         if _NORM_CELL.search(name):
             return frozenset({("norm", False, False, path)})
         source = self._source(cell)

@@ -12,6 +12,7 @@ import ast
 import re
 from typing import Any
 
+from mindspore_doctor.cells import unwrap
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rules.graph import (
     BroadcastSignal,
@@ -28,6 +29,7 @@ from mindspore_doctor.static.ast_cells import (
     child_path,
     instance_truth,
     is_library_object,
+    library_kind,
     object_resolver,
     skipped,
     source_classes,
@@ -53,7 +55,7 @@ from mindspore_doctor.static.ast_construct import (
     unsafe_divisions,
 )
 from mindspore_doctor.checks import Check, CheckSkipped
-from mindspore_doctor.static.inspector import LOSS_PATH, LintContext, SourceContext
+from mindspore_doctor.static.context import LOSS_PATH, LintContext, SourceContext
 
 # --- MSD106 ----------------------------------------------------------------------------------
 
@@ -226,25 +228,16 @@ def check_disconnected_source(ctx: SourceContext) -> list[Finding]:
 
 def _network_and_loss(ctx: LintContext) -> tuple[Any, Any, str, str]:
     """Unwrap TrainOneStepCell / WithLossCell: (backbone, loss, backbone cell path, loss cell path)."""
-    net, loss, path = ctx.network, ctx.loss_fn, ""
-    loss_path = LOSS_PATH
-    for _ in range(8):
-        children = net.__dict__.get("_cells", {})
-        if "_backbone" in children and "_loss_fn" in children:
-            if loss is None:
-                loss, loss_path = children["_loss_fn"], child_path(path, "_loss_fn")
-            net, path = children["_backbone"], child_path(path, "_backbone")
-        elif "network" in children and "optimizer" in children:
-            net, path = children["network"], child_path(path, "network")
-        else:
-            break
-    return net, loss, path, loss_path
+    found = unwrap(ctx.network)
+    if ctx.loss_fn is not None or found.loss_fn is None:
+        return found.backbone, ctx.loss_fn, found.path, LOSS_PATH
+    return found.backbone, found.loss_fn, found.path, found.loss_path
 
 
 _ACTIVATION_CELLS = {"Softmax": "softmax", "LogSoftmax": "log_softmax", "Sigmoid": "sigmoid"}
 _ACTIVATION_OPS = {"softmax": "softmax", "logsoftmax": "log_softmax", "sigmoid": "sigmoid"}
 _LINEAR_CELLS = {"Dense", "BiDense", "Conv1d", "Conv2d", "Conv3d"}
-_LINEAR_OPS = {"dense", "matmul", "biasadd"}
+_LINEAR_OPS = {"dense", "linear", "matmul", "biasadd"}
 _TRANSPARENT_CELLS = {"Flatten", "Dropout", "Identity", "Unflatten"}
 _TRANSPARENT_OPS = {"reshape", "squeeze", "flatten", "view", "cast", "expanddims", "unsqueeze", "dropout", "identity"}
 Activation = tuple[str, str]
@@ -253,7 +246,7 @@ Activation = tuple[str, str]
 
 def _output_activation(cell: Any, path: str, depth: int = 0) -> Activation:
     """What the last op of ``cell`` produces, following child cells and SequentialCells."""
-    name = type(cell).__name__
+    name = library_kind(type(cell))
     if depth > 20:
         return "unknown", path
     if is_library_object(cell):
@@ -300,7 +293,7 @@ def _traced(cell: Any, path: str, expr: Any, line: int, values: LocalValues, dep
             kind = _output_activation(child, child_path(path, attr), depth + 1)
         else:
             prim = cell.__dict__.get("_primitives", {}).get(attr)
-            kind = _op_kind(type(prim).__name__ if prim is not None else ""), child_path(path, attr)
+            kind = _op_kind(library_kind(type(prim)) if prim is not None else ""), child_path(path, attr)
     else:
         inner = expr.func if isinstance(expr.func, ast.Call) else expr
         kind = _op_kind(callee_identifier(inner) or ""), f"{path}: {ast.unparse(expr)}" if path else ast.unparse(expr)
@@ -311,8 +304,9 @@ def _traced(cell: Any, path: str, expr: Any, line: int, values: LocalValues, dep
 
 
 def _library_name(loss: Any) -> str:
-    """``class MyCE(nn.CrossEntropyLoss)`` that keeps MindSpore's construct is a ``CrossEntropyLoss``."""
-    return next((k.__name__ for k in type(loss).__mro__ if (k.__module__ or "").split(".")[0] == "mindspore"),
+    """``class MyCE(nn.CrossEntropyLoss)`` that keeps MindSpore's construct is a ``CrossEntropyLoss``; so is
+    ``mint.nn.CrossEntropyLoss``."""
+    return next((library_kind(k) for k in type(loss).__mro__ if (k.__module__ or "").split(".")[0] == "mindspore"),
                 type(loss).__name__)
 
 
@@ -323,8 +317,8 @@ def _unused_activations(loss: Any, source: ClassSource) -> tuple[tuple[str, str]
     if uses.dynamic:
         return ()
     held = {**loss.__dict__.get("_primitives", {}), **loss.__dict__.get("_cells", {})}
-    return tuple((attr, type(obj).__name__) for attr, obj in held.items()
-                 if type(obj).__name__ in _ACTIVATION_CELLS and attr not in uses.names)
+    return tuple((attr, library_kind(type(obj))) for attr, obj in held.items()
+                 if library_kind(type(obj)) in _ACTIVATION_CELLS and attr not in uses.names)
 
 
 def _user_loss_signals(loss: Any, output: OutputActivationSignal, loss_path: str) -> list[OutputActivationSignal]:
@@ -365,7 +359,7 @@ _ELEMENTWISE_LOSSES = {"MSELoss", "L1Loss", "SmoothL1Loss", "BCELoss", "BCEWithL
 def is_elementwise_loss(loss: Any) -> bool:
     """Only an elementwise loss broadcasts its two inputs: MSD114 needs a forward pass for no other loss."""
     if is_library_object(loss):
-        return type(loss).__name__ in _ELEMENTWISE_LOSSES
+        return library_kind(type(loss)) in _ELEMENTWISE_LOSSES
     try:
         return combines_arguments_elementwise(class_source(type(loss)).construct)
     except ConstructUnavailable:
@@ -376,7 +370,7 @@ def _forward_in_eval_mode(net: Any, inputs: list[Any]) -> Any:
     import mindspore as ms
     import numpy as np
 
-    from mindspore_doctor.probes.modes import forward_in_eval_mode
+    from mindspore_doctor.forward import forward_in_eval_mode
 
     return forward_in_eval_mode(net, *(ms.Tensor(x) if isinstance(x, np.ndarray) else x for x in inputs))
 

@@ -3,13 +3,12 @@
 Checks live in the sibling modules (``parameters``, ``layers``, ``graph``); each
 exports ``CHECKS`` (need MindSpore objects) and may export ``SOURCE_CHECKS``
 (work on source text only, for ``msdoctor lint --no-import``), run by
-``mindspore_doctor.checks.run_checks``.
+``mindspore_doctor.checks.run_checks`` over a ``context.LintContext`` /
+``SourceContext``.
 """
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -17,56 +16,13 @@ from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.checks import run_checks, selector
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding, Report
+from mindspore_doctor.static import graph, layers, parameters
+from mindspore_doctor.static.context import LintContext, SourceContext
+from mindspore_doctor.static.source import drop_suppressed, resolve_sources
 
 
-LOSS_PATH = "loss_fn"
-"""Path prefix of the cells of a loss passed beside the network (``lint(net, loss_fn=...)``, the Doctor)."""
-
-
-@dataclass
-class LintContext:
-    """What a static check may look at. ``cells`` maps cell path -> Cell ("" is the root)."""
-
-    network: Any
-    loss_fn: Any = None
-    optimizer: Any = None
-    sample_inputs: tuple | None = None
-    config: DoctorConfig = field(default_factory=DoctorConfig)
-    train_network: Any = None
-    """The train cell that will run ``network`` (the Doctor's ``cb.train_network``): loss scaling lives there."""
-    memo: dict[str, Any] = field(default_factory=dict)
-    """Measurements shared by several checks of one lint (computed once, on first use)."""
-
-    @cached_property
-    def cells(self) -> dict[str, Any]:
-        return dict(self.network.cells_and_names())
-
-    @cached_property
-    def construct_cells(self) -> dict[str, Any]:
-        """``cells`` and, for a loss passed beside the network, the loss's cells under ``LOSS_PATH``: the
-        cells whose construct the layer and graph checks read (masked means and dropouts live in losses too)."""
-        cells = dict(self.cells)
-        loss = self.loss_fn
-        if hasattr(loss, "cells_and_names") and not any(cell is loss for cell in cells.values()):
-            cells.update((f"{LOSS_PATH}.{path}" if path else LOSS_PATH, cell) for path, cell in loss.cells_and_names())
-        return cells
-
-
-@dataclass
-class SourceContext:
-    """What a source-only check may look at (``--no-import``): a parsed file, nothing executed."""
-
-    path: Path
-    source: str
-    tree: ast.Module
-    config: DoctorConfig = field(default_factory=DoctorConfig)
-
-
-def check_modules() -> list[Any]:
-    """The modules whose CHECKS / SOURCE_CHECKS make up the static linter."""
-    from mindspore_doctor.static import graph, layers, parameters
-
-    return [parameters, layers, graph]
+CHECK_MODULES = (parameters, layers, graph)
+"""The modules whose CHECKS / SOURCE_CHECKS make up the static linter."""
 
 
 def _report(findings: list[Finding], config: DoctorConfig, **meta: Any) -> Report:
@@ -92,11 +48,8 @@ def lint(network: Any, loss_fn: Any = None, optimizer: Any = None, sample_inputs
     elif sample_inputs is not None and not isinstance(sample_inputs, tuple):
         sample_inputs = (sample_inputs,)
     ctx = LintContext(network, loss_fn, optimizer, sample_inputs, config, train_network)
-    checks = [c for m in check_modules() for c in getattr(m, "CHECKS", [])]
-    findings = run_checks(checks, ctx, selector(config))
-    from mindspore_doctor.static.source import resolve_sources
-
-    findings = resolve_sources(findings, ctx)
+    checks = [c for m in CHECK_MODULES for c in getattr(m, "CHECKS", [])]
+    findings = resolve_sources(run_checks(checks, ctx, selector(config)), ctx)
     return _report(findings, config, target=type(network).__name__)
 
 
@@ -107,10 +60,8 @@ def lint_source(path: str | Path, **options: Any) -> Report:
     source = path.read_text(encoding="utf-8")
     ctx = SourceContext(path, source, ast.parse(source, filename=str(path)), config)
     wanted = selector(config)
-    modules = check_modules()
+    modules = CHECK_MODULES
     checks = [c for m in modules for c in getattr(m, "SOURCE_CHECKS", [])]
-    from mindspore_doctor.static.source import drop_suppressed
-
     findings = drop_suppressed(run_checks(checks, ctx, wanted))
     source_codes = {code for check in checks for code in check.codes}
     object_only = sorted(

@@ -1,10 +1,11 @@
 """Layer probes: Dropout rates (MSD104), BatchNorm ``use_batch_statistics`` (MSD105), Softmax axes (MSD113).
 
 Object mode reads the built layers (``nn.Dropout`` keeps the drop rate in its
-``dropout`` primitive; ``p`` is None when the deprecated ``keep_prob`` was used)
+``dropout`` primitive; ``p`` is None when the deprecated ``keep_prob`` was used;
+``mindspore.mint`` layers are matched by their nn name, see ``library_kind``)
 and scans the construct of user cells for functional calls
-(``ops.dropout(x, p=0.9)``, ``ops.softmax(x, axis=0)``). Source mode scans
-every constructor and call of the file with the same AST parsers.
+(``ops.dropout(x, p=0.9)``, ``ops.softmax(x, axis=0)``, ``mint.softmax(x, dim=0)``).
+Source mode scans every constructor and call of the file with the same AST parsers.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from mindspore_doctor.static.ast_cells import (
     attribute_values,
     init_labels,
     is_library_object,
+    library_kind,
     source_attributes,
     user_classes,
 )
@@ -30,13 +32,15 @@ from mindspore_doctor.static.ast_construct import (
     CallParser,
     CallSite,
     batchnorm_call,
+    bind_imports,
     dropout_call,
     find_calls,
+    fixed_statistics,
     reachable_methods,
     softmax_call,
 )
 from mindspore_doctor.checks import Check
-from mindspore_doctor.static.inspector import LintContext, SourceContext
+from mindspore_doctor.static.context import LintContext, SourceContext
 
 Site = tuple[str, Any, dict[str, Any]]
 """(display name, parsed call site or measured value, location)."""
@@ -64,6 +68,7 @@ def _construct_sites(
 
 def _source_sites(ctx: SourceContext, parse: CallParser) -> list[Site]:
     """Recognised calls anywhere in the file, named ``Class.attr`` when assigned in ``__init__``."""
+    bind_imports(ctx.tree)
     labels = init_labels(ctx.tree, str(ctx.path))
     return [
         (labels.get(site.line, site.text), site, {"file": str(ctx.path), "line": site.line})
@@ -83,7 +88,9 @@ def _held_primitives(ctx: LintContext, *type_names: str) -> list[Site]:
 
 
 def _library_cells(ctx: LintContext, *type_names: str) -> list[tuple[str, Any]]:
-    return [(p, c) for p, c in ctx.construct_cells.items() if is_library_object(c) and type(c).__name__ in type_names]
+    """MindSpore's cells of the given nn types, their mint twins included (``DropoutExt`` is a ``Dropout``)."""
+    return [(p, c) for p, c in ctx.construct_cells.items()
+            if is_library_object(c) and library_kind(type(c)) in type_names]
 
 
 # --- MSD104 ----------------------------------------------------------------------------
@@ -127,16 +134,19 @@ def _batchnorm_owner(ctx: LintContext, path: str) -> str:
 def check_batchnorm(ctx: LintContext) -> list[Finding]:
     signals = {}
     for path, cell in ctx.cells.items():
-        fixed = getattr(cell, "use_batch_statistics", None)
-        if is_library_object(cell) and type(cell).__name__.startswith("BatchNorm") and isinstance(fixed, bool):
+        if not (is_library_object(cell) and type(cell).__name__.startswith("BatchNorm")):
+            continue
+        fixed = fixed_statistics(lambda flag: getattr(cell, flag, None))
+        if fixed is not None:
             owner = _batchnorm_owner(ctx, path)
-            signals[owner] = BatchNormSignal(owner, fixed, {"cell": owner})
+            signals[owner] = BatchNormSignal(owner, *fixed, {"cell": owner})
     return batchnorm_findings(list(signals.values()), ctx.config)
 
 
 def check_batchnorm_source(ctx: SourceContext) -> list[Finding]:
     sites = _source_sites(ctx, batchnorm_call)
-    return batchnorm_findings([BatchNormSignal(n, s.use_batch_statistics, loc) for n, s, loc in sites], ctx.config)
+    return batchnorm_findings([BatchNormSignal(n, s.use_batch_statistics, s.setting, loc) for n, s, loc in sites],
+                              ctx.config)
 
 
 # --- MSD113 ----------------------------------------------------------------------------
@@ -156,8 +166,12 @@ def check_softmax_axis(ctx: LintContext) -> list[Finding]:
     signals = []
     for path, cell in _library_cells(ctx, "Softmax", "LogSoftmax"):
         prim = getattr(cell, "softmax", None) or getattr(cell, "log_softmax", None)
-        if prim is not None and "axis" in prim.attrs:
-            signals.append(SoftmaxAxisSignal(path, _axis(prim.attrs["axis"]), prim.name == "LogSoftmax", {"cell": path}))
+        axis = prim.attrs.get("axis") if prim is not None else None
+        if axis is None:  # mint keeps `dim`; None is PyTorch's implicit dim, known only with the input's rank
+            axis = getattr(cell, "dim", None)
+        if axis is not None:
+            log = library_kind(type(cell)) == "LogSoftmax"
+            signals.append(SoftmaxAxisSignal(path, _axis(axis), log, {"cell": path}))
     for name, prim, loc in _held_primitives(ctx, "Softmax", "LogSoftmax"):
         signals.append(SoftmaxAxisSignal(name, _axis(prim.attrs["axis"]), prim.name == "LogSoftmax", loc))
     sites, skips = _construct_sites(ctx, softmax_call, "softmax-axis", ("MSD113",))

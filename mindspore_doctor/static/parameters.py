@@ -22,7 +22,7 @@ from mindspore_doctor.findings import Finding
 from mindspore_doctor.rules import parameters as rules
 from mindspore_doctor.rules.parameters import DecayGroup, LossScaleSignal, LrGroup, OptimizerSignal, ParamSignal
 from mindspore_doctor.checks import Check, CheckSkipped
-from mindspore_doctor.static.ast_cells import instance_truth, is_library_object
+from mindspore_doctor.static.ast_cells import instance_truth, is_library_object, library_kind
 from mindspore_doctor.static.ast_construct import (
     ConstructUnavailable,
     attribute_loads,
@@ -34,7 +34,7 @@ from mindspore_doctor.static.ast_construct import (
     norm_name,
 )
 from mindspore_doctor.static.dataflow import ScaleFlow
-from mindspore_doctor.static.inspector import LintContext
+from mindspore_doctor.static.context import LintContext
 
 _MAX_PATHS = 50_000
 """Bound on registration paths walked: a cell reused at many nesting levels multiplies paths."""
@@ -50,7 +50,8 @@ _CACHE_KEY = "parameter_signals"
 
 
 def _class_names(obj: Any) -> list[str]:
-    return [c.__name__ for c in type(obj).__mro__]
+    """The classes of ``obj``, MindSpore's by their nn names (``mint.nn.LayerNorm`` is a ``LayerNorm``)."""
+    return [library_kind(c) for c in type(obj).__mro__]
 
 
 def _is_wrapper(cell: Any) -> bool:

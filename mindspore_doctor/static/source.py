@@ -25,9 +25,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from mindspore_doctor.checks import internal_error
+from mindspore_doctor.checks import attempt
 from mindspore_doctor.findings import Finding
-from mindspore_doctor.static.inspector import LOSS_PATH
+from mindspore_doctor.static.context import LOSS_PATH
 
 _IGNORE = re.compile(r"#\s*msdoctor:\s*ignore\b(?:\[([^\]]*)\])?", re.IGNORECASE)
 _ALL_CODES = frozenset({"*"})
@@ -343,11 +343,13 @@ def resolve_sources(findings: list[Finding], ctx: Any) -> list[Finding]:
 
     A bug here must not cost the user the findings: they come back unlocated, with an MSD001.
     """
-    try:
+    def locate() -> list[Finding]:
         _attach_locations(findings, CellLocator(ctx.construct_cells, frozenset({"", LOSS_PATH})))
-        kept = drop_suppressed(findings)
-    except Exception as exc:  # noqa: BLE001 - our bug, reported as MSD001
-        return findings + [internal_error("source-locations", (), exc)]
+        return drop_suppressed(findings)
+
+    kept, failure = attempt("source-locations", (), locate)
+    if failure is not None:
+        return findings + [failure]
     for finding in kept:
         if finding.location.get("file"):
             finding.location["file"] = _display_path(str(finding.location["file"]))

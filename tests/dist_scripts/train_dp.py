@@ -83,7 +83,7 @@ class Clock(ms.train.Callback):
             # The watchdog under test, short from here on only: with 3 s from the start, two ranks compiling
             # on 2 loaded cores drifted apart by more than that at an early check, and the check abandoned on
             # one rank was later matched by the other's, in the middle of a training all-reduce.
-            self.doctor.ranks.channel.timeout_s = KILL_TIMEOUT_S
+            self.doctor.session.ranks.channel.timeout_s = KILL_TIMEOUT_S
             run_context.original_args().net_outputs.asnumpy()  # the step, its all-reduce included, is done
             reached.touch()  # rank 0 finished the step's gradient all-reduce and is about to enter the Doctor
         if self.where == "before" and RANK == 1:

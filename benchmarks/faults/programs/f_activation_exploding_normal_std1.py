@@ -28,7 +28,7 @@ class Regressor(nn.Cell):
 
 def train(callbacks):
     net = Regressor()
-    return kit.fit(net, nn.MSELoss(), kit.adam(net), kit.dataset(X, Y), 4, callbacks)
+    return kit.fit_functional(net, nn.MSELoss(), kit.adam(net), kit.dataset(X, Y), 4, callbacks)
 
 
 def effect(outcome):

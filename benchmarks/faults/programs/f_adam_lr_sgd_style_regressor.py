@@ -13,7 +13,7 @@ XE, YE = kit.regression(256, seed=1)
 
 def train(callbacks):
     net = kit.MLP(features=8, classes=1, hidden=64, depth=3)
-    return kit.fit(net, nn.MSELoss(), kit.adam(net, lr=0.1), kit.dataset(X, Y), 10, callbacks,
+    return kit.fit_functional(net, nn.MSELoss(), kit.adam(net, lr=0.1), kit.dataset(X, Y), 10, callbacks,
                    eval_ds=kit.dataset(XE, YE, shuffle=False), metric="mae")
 
 

@@ -28,7 +28,7 @@ class SparseCNN(nn.Cell):
 
 def train(callbacks):
     net = SparseCNN()
-    return kit.fit(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(X, Y), 4, callbacks,
+    return kit.fit_functional(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(X, Y), 4, callbacks,
                    eval_ds=kit.dataset(XE, YE, shuffle=False))
 
 

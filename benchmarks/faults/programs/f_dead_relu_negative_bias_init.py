@@ -27,7 +27,7 @@ class SparseMLP(nn.Cell):
 
 def train(callbacks):
     net = SparseMLP()
-    return kit.fit(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(X, Y), 4, callbacks,
+    return kit.fit_functional(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(X, Y), 4, callbacks,
                    eval_ds=kit.dataset(XE, YE, shuffle=False))
 
 

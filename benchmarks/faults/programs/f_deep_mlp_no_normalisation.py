@@ -10,7 +10,7 @@ XE, YE = kit.tabular(256, features=32, seed=1, noise=1.0)
 
 def train(callbacks):
     net = kit.MLP(features=32, hidden=64, depth=12)
-    return kit.fit(net, kit.cross_entropy(), kit.momentum(net, lr=0.01), kit.dataset(X, Y), 4, callbacks,
+    return kit.fit_functional(net, kit.cross_entropy(), kit.momentum(net, lr=0.01), kit.dataset(X, Y), 4, callbacks,
                    eval_ds=kit.dataset(XE, YE, shuffle=False))
 
 

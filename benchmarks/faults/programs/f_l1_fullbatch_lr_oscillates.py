@@ -13,7 +13,7 @@ X, Y = kit.regression(256, seed=0)
 def train(callbacks):
     net = nn.Dense(8, 1)
     opt = nn.SGD(net.trainable_params(), learning_rate=2.0)
-    return kit.fit(net, nn.L1Loss(), opt, kit.dataset(X, Y, batch=256), 40, callbacks)
+    return kit.fit_functional(net, nn.L1Loss(), opt, kit.dataset(X, Y, batch=256), 40, callbacks)
 
 
 def effect(outcome):

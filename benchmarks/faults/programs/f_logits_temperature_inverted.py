@@ -19,7 +19,7 @@ class TemperatureLSTM(kit.LSTMClassifier):
 
 def train(callbacks):
     net = TemperatureLSTM()
-    return kit.fit(net, kit.cross_entropy(), kit.adam(net), kit.dataset(X, Y), 2, callbacks,
+    return kit.fit_functional(net, kit.cross_entropy(), kit.adam(net), kit.dataset(X, Y), 2, callbacks,
                    eval_ds=kit.dataset(XE, YE, shuffle=False))
 
 

@@ -14,7 +14,7 @@ def train(callbacks):
     net = kit.MLP(features=8, classes=1, hidden=32)
     lr = nn.piecewise_constant_lr([40, 80, 128], [0.05, 0.005, 0.5])
     opt = nn.Momentum(net.trainable_params(), learning_rate=lr, momentum=0.9)
-    return kit.fit(net, nn.MSELoss(), opt, kit.dataset(X, Y), 8, callbacks)
+    return kit.fit_functional(net, nn.MSELoss(), opt, kit.dataset(X, Y), 8, callbacks)
 
 
 def effect(outcome):

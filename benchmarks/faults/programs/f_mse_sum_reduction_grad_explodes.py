@@ -13,7 +13,7 @@ X, Y = kit.regression(512, seed=0)
 def train(callbacks):
     net = nn.Dense(8, 1)
     opt = nn.SGD(net.trainable_params(), learning_rate=0.03)
-    return kit.fit(net, nn.MSELoss(reduction="sum"), opt, kit.dataset(X, Y), 4, callbacks)
+    return kit.fit_functional(net, nn.MSELoss(reduction="sum"), opt, kit.dataset(X, Y), 4, callbacks)
 
 
 def effect(outcome):

@@ -28,7 +28,7 @@ class LabelledOnlyLoss(nn.Cell):
 
 def train(callbacks):
     net = kit.LSTMClassifier()
-    return kit.fit(net, LabelledOnlyLoss(), kit.adam(net), kit.dataset(X, Y, batch=16), 1, callbacks)
+    return kit.fit_functional(net, LabelledOnlyLoss(), kit.adam(net), kit.dataset(X, Y, batch=16), 1, callbacks)
 
 
 def effect(outcome):

@@ -32,7 +32,7 @@ class GaussianNLL(nn.Cell):
 
 def train(callbacks):
     net = MeanVarianceNet()
-    return kit.fit(net, GaussianNLL(), kit.adam(net), kit.dataset(X, Y), 1, callbacks)
+    return kit.fit_functional(net, GaussianNLL(), kit.adam(net), kit.dataset(X, Y), 1, callbacks)
 
 
 def effect(outcome):

@@ -11,7 +11,7 @@ X, Y = kit.images(512, seed=0)
 
 def train(callbacks):
     net = kit.CNN()
-    return kit.fit(net, kit.cross_entropy(), nn.SGD(net.trainable_params(), learning_rate=1e-5),
+    return kit.fit_functional(net, kit.cross_entropy(), nn.SGD(net.trainable_params(), learning_rate=1e-5),
                    kit.dataset(X, Y), 10, callbacks)
 
 

@@ -27,7 +27,7 @@ class PixelMLP(nn.Cell):
 
 def train(callbacks):
     net = PixelMLP()
-    return kit.fit(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(PIXELS, Y), 7, callbacks,
+    return kit.fit_functional(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(PIXELS, Y), 7, callbacks,
                    eval_ds=kit.dataset(PIXELS_EVAL, YE, shuffle=False))
 
 

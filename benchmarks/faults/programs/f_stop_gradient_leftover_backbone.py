@@ -27,7 +27,7 @@ class ProbeCNN(nn.Cell):
 def train(callbacks):
     net = ProbeCNN()
     initial = net.backbone[0].weight.asnumpy().copy()
-    outcome = kit.fit(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(X, Y), 4, callbacks)
+    outcome = kit.fit_functional(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(X, Y), 4, callbacks)
     outcome.extra["backbone_initial"] = initial
     return outcome
 

@@ -16,7 +16,7 @@ def train(callbacks):
     rest = [p for p in net.trainable_params() if all(p is not h for h in head)]
     opt = nn.Momentum([{"params": rest}, {"params": head, "lr": 0.0}], learning_rate=0.05, momentum=0.9)
     head_at_start = net.fc.weight.asnumpy().copy()
-    outcome = kit.fit(net, kit.cross_entropy(), opt, kit.dataset(X, Y, batch=16), 3, callbacks)
+    outcome = kit.fit_functional(net, kit.cross_entropy(), opt, kit.dataset(X, Y, batch=16), 3, callbacks)
     outcome.extra["head_at_start"] = head_at_start
     return outcome
 

@@ -10,7 +10,7 @@ XE, YE = kit.tabular(256, seed=1, noise=2.5)
 
 def train(callbacks):
     net = kit.MLP()
-    return kit.fit(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(X, Y), 4, callbacks,
+    return kit.fit_functional(net, kit.cross_entropy(), kit.momentum(net), kit.dataset(X, Y), 4, callbacks,
                    eval_ds=kit.dataset(XE, YE, shuffle=False))
 
 

@@ -11,7 +11,7 @@ XE, YE = kit.tokens(256, steps=STEPS, seed=1)
 
 def train(callbacks):
     net = kit.TransformerClassifier(steps=STEPS)
-    return kit.fit(net, kit.cross_entropy(), kit.adam(net, lr=1e-3), kit.dataset(X, Y), 4, callbacks,
+    return kit.fit_functional(net, kit.cross_entropy(), kit.adam(net, lr=1e-3), kit.dataset(X, Y), 4, callbacks,
                    eval_ds=kit.dataset(XE, YE, shuffle=False))
 
 

@@ -1,4 +1,6 @@
-"""Switch a network between train and eval mode and put every cell back exactly as it was.
+"""Forward passes of the user's network that leave no trace: train/eval switches undone exactly.
+
+Shared by the static checks (MSD114's sample pass), the data checks and the evaluation probes.
 
 ``set_train`` flattens a network with mixed train/eval sub-cells, and in GRAPH_MODE a
 cell's ``training`` flag, ``phase`` and graph flags key its compiled graph: all three are

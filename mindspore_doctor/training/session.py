@@ -1,10 +1,11 @@
-"""``Doctor``: a MindSpore training Callback that diagnoses the run while it trains.
+"""The loop-agnostic core of the training Doctor: probes, history, rules, evaluation and reports of one run.
 
-    model.train(10, ds, callbacks=[Doctor(summary_dir="runs/exp1")])
+Adapters drive it: ``training/callback.py`` from ``Model.train``'s callback hooks, ``training/loop.py`` from a
+hand-written loop (``with doctor.watch(...) as run: ... run.step(loss)``). Each hook receives the run's state
+as an object with the attribute names of MindSpore's ``RunContext.original_args()`` (``cur_step_num``,
+``net_outputs``, ``train_dataset_element``...), so the rank monitor and every check read one shape.
 
-Wiring only: ``probes/`` measures inside the compiled step, ``rules/training.py``
-judges the signals, ``export/`` formats. Nothing here may break the user's
-training: a check that raises becomes MSD001 and is switched off.
+Nothing here may break the user's training: a check that raises becomes MSD001 and is switched off.
 """
 from __future__ import annotations
 
@@ -16,126 +17,32 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import mindspore as ms
 import numpy as np
-from mindspore import Tensor, nn
-from mindspore.train import Callback
 
 from mindspore_doctor import _io
+from mindspore_doctor._io import HISTORY_FILE, HTML_FILE, REPORT_FILE
 from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.checks import CheckSkipped, internal_error, selector
+from mindspore_doctor.cells import num_classes
+from mindspore_doctor.checks import attempt, selector
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.distributed import RankMonitor
 from mindspore_doctor.findings import Finding, Report, Severity
 from mindspore_doctor.lifecycle import Lifecycle
+from mindspore_doctor.probes.loss import DeferredLossReader, LossRead, StepLossReader, host_scalar
 from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 
 logger = logging.getLogger("mindspore_doctor")
 
-REPORT_FILE = "doctor_report.json"
-HISTORY_FILE = "doctor_history.json"
-_CLASSIFICATION_LOSSES = ("SoftmaxCrossEntropyWithLogits", "CrossEntropyLoss", "NLLLoss")
+_EVALUATION_CODES = ("MSD401", "MSD402", "MSD404", "MSD405")
 
 
-def _unwrap(cell: Any) -> Any:
-    """The user's backbone inside TrainOneStepCell / WithLossCell-style wrappers."""
-    seen = set()
-    while id(cell) not in seen:
-        seen.add(id(cell))
-        inner = getattr(cell, "network", None) or getattr(cell, "_backbone", None)
-        if not isinstance(inner, nn.Cell):
-            break
-        cell = inner
-    return cell
-
-
-def _find(cell: Any, kind: type) -> Any:
-    return next((c for _, c in cell.cells_and_names() if isinstance(c, kind)), None) if isinstance(cell, nn.Cell) else None
-
-
-def _num_classes(backbone: Any, loss_fn: Any) -> int | None:
-    """Output width of the last Dense layer, when the loss is a classification loss."""
-    if type(loss_fn).__name__ not in _CLASSIFICATION_LOSSES:
-        return None
-    dense = [c for _, c in backbone.cells_and_names() if isinstance(c, nn.Dense)]
-    return int(dense[-1].out_channels) if dense else None
-
-
-def _sample_inputs(dataset: Any, backbone: Any, config: DoctorConfig) -> tuple:
-    """``(inputs..., label)`` of the first training batch for MSD114's forward pass.
-
-    Read as the data checks read it (same column roles, a fresh iterator stopped after
-    one batch), so the iterator training uses, its order and its seed are untouched.
-    """
-    from mindspore_doctor.data.roles import RolesUnknown, assign_roles
-    from mindspore_doctor.data.sampling import (
-        DataUnavailable,
-        column_names,
-        read_sample,
-    )
-
-    if dataset is None:
-        raise CheckSkipped("no training dataset to take a sample batch from")
-    try:
-        columns = column_names(dataset, "train")
-        roles = assign_roles(columns, backbone, config)
-        if roles.label is None or not roles.inputs:
-            raise CheckSkipped(f"cannot tell the inputs from the label among the train dataset's columns {columns} "
-                               "(set the `label_column` / `input_columns` options)")
-        batch = read_sample(dataset, "train", roles, dataclasses.replace(config, data_max_samples=1)).first_batch
-    except (DataUnavailable, RolesUnknown) as why:
-        raise CheckSkipped(f"no sample batch from the train dataset: {why}") from why
-    return (*(batch[c] for c in roles.inputs), batch[roles.label])
-
-
-def _scalar(value: Any) -> float:
-    return float(np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value, dtype=np.float64).mean())
-
-
-def _learning_rates(optimizer: Any) -> tuple[list[float], list[float | None], list[int]] | None:
-    """Per learning-rate group: (its rate at the step just run, its schedule's peak when known up front), and each
-    optimizer parameter's group (MindSpore holds one rate object per parameter, shared within a group).
-
-    Read on the host, never through ``optimizer.get_lr()``, which advances ``global_step``. A fixed rate is a
-    Parameter; a per-step list is an array (MindSpore's ``_IteratorLearningRate``) indexed by the step the
-    optimizer ran; another schedule cell is called on that step (it only computes; no peak up front). None when a
-    rate cannot be read.
-    """
-    from mindspore.nn.learning_rate_schedule import LearningRateSchedule
-    from mindspore.nn.optim import optimizer as optim_module
-
-    per_step_list = getattr(optim_module, "_IteratorLearningRate", ())
-    counter = getattr(optimizer, "global_step", None)
-    if counter is None:
-        return None
-    step = max(int(np.asarray(counter.asnumpy()).reshape(-1)[0]) - 1, 0)  # get_lr advanced it during the step
-    rates = (list(optimizer.learning_rate) if getattr(optimizer, "is_group_lr", False)
-             else [optimizer.learning_rate] * len(optimizer.parameters))
-    index: dict[int, int] = {}  # id(rate object) -> group
-    now: list[float] = []
-    peaks: list[float | None] = []
-    for rate in rates:
-        if id(rate) in index:
-            continue
-        index[id(rate)] = len(now)
-        table = rate.learning_rate if isinstance(rate, per_step_list) else rate
-        if isinstance(table, Tensor):  # a Parameter: one fixed rate, or one per step
-            values = np.asarray(table.asnumpy(), dtype=np.float64).reshape(-1)
-            now.append(float(values[min(step, values.size - 1)]))
-            peaks.append(float(values.max()))
-        elif isinstance(rate, LearningRateSchedule):
-            now.append(_scalar(rate(Tensor(np.array(step, np.int32)))))
-            peaks.append(None)
-        else:
-            return None
-    return (now, peaks, [index[id(rate)] for rate in rates]) if now else None
-
-
-def _final_probe_step(cb: Any, config: DoctorConfig, needed: int) -> int | None:
+def final_probe_step(args: Any, config: DoctorConfig, needed: int) -> int | None:
     """The run's last step when its regular probes (step 1 and every ``probe_every``) would be fewer than
     ``needed``: probing it as well lets a run too short for any multi-probe rule be judged at all (a probe step
     trains exactly as any other). None when the run is long enough, or its length is not known up front."""
-    first, epochs, batches = (getattr(cb, name, None) for name in ("cur_step_num", "epoch_num", "batch_num"))
+    first, epochs, batches = (getattr(args, name, None) for name in ("cur_step_num", "epoch_num", "batch_num"))
     if not all(isinstance(v, int) for v in (first, epochs, batches)) or epochs < 1 or batches < 1:
         return None
     last, every = first + epochs * batches, config.probe_every
@@ -143,41 +50,44 @@ def _final_probe_step(cb: Any, config: DoctorConfig, needed: int) -> int | None:
     return last if regular < needed and last % every else None
 
 
-class Doctor(Callback):
-    """Diagnoses a training run: static lint at start, in-graph probes and MSD2xx rules while training.
+def _loss_reader(config: DoctorConfig) -> StepLossReader | DeferredLossReader:
+    how = config.loss_read
+    if how == "auto":
+        how = "step" if ms.get_context("device_target") == "CPU" else "deferred"
+    if how == "step":
+        return StepLossReader()
+    if how == "deferred":
+        return DeferredLossReader(config.probe_every)
+    raise ValueError(f"loss_read must be 'auto', 'step' or 'deferred', got {config.loss_read!r}")
 
-    ``summary_dir``: where ``doctor_report.json`` / ``doctor_history.json`` (and a
-    repro bundle at the first non-finite loss) are written; None writes nothing.
-    ``options``: any ``DoctorConfig`` field, e.g. ``probe_every=10``,
-    ``stop_on="error"`` (default None: never stop training), ``ignore=("MSD203",)``.
-    After training, ``doctor.report`` holds every finding and ``doctor.history``
-    the signals.
-    """
 
-    def __init__(self, summary_dir: str | Path | None = None, **options: Any) -> None:
-        super().__init__()
-        if summary_dir is not None:
-            options["summary_dir"] = str(summary_dir)
-        self.config = DoctorConfig.from_options(options)
-        self.ranks = RankMonitor(self.config)  # under msrun: this rank's id, cross-rank checks MSD501-503
-        self._report_dir = self.config.summary_dir  # rank 0 writes the merged report here
-        self.config.summary_dir = self.ranks.rank_dir(self.config.summary_dir)  # summary_dir/rank_{id}
-        self._stop_rank = Severity.parse(self.config.stop_on).rank if self.config.stop_on else None
-        if self.config.probe_every < 1:
-            raise ValueError(f"probe_every must be >= 1, got {self.config.probe_every}")
-        self.report = Report(meta={"target": "training", "doctor": {"probe_every": self.config.probe_every},
-                                   "config": self.config.values()})
+class DoctorSession:
+    """One training run under the Doctor. ``report`` holds every finding, ``history`` the signals."""
+
+    def __init__(self, config: DoctorConfig) -> None:
+        if config.probe_every < 1:
+            raise ValueError(f"probe_every must be >= 1, got {config.probe_every}")
+        self.config = config
+        self.ranks = RankMonitor(config)  # under msrun: this rank's id, cross-rank checks MSD501-503
+        self._report_dir = config.summary_dir  # rank 0 writes the merged report here
+        config.summary_dir = self.ranks.rank_dir(config.summary_dir)  # summary_dir/rank_{id}
+        self._stop_rank = Severity.parse(config.stop_on).rank if config.stop_on else None
+        self.report = Report(meta={"target": "training", "doctor": {"probe_every": config.probe_every},
+                                   "config": config.values()})
         self.history = TrainingHistory()
+        self.merged_report: Report | None = None
+        self._loss_reader = _loss_reader(config)
         self._lifecycle = Lifecycle(training_rules.CURRENT_RULES)
-        self._wanted = selector(self.config)
+        self._wanted = selector(config)
         self._disabled: set[str] = set()
+        self._request_stop: Callable[[], None] | None = None
         self._instrumentation: Any = None
         self._optimizer: Any = None
         self._probing = False
         self._force_probe = False
-        self._final_probe: int | None = None  # a short run's last step, probed too (_final_probe_step)
+        self._final_probe: int | None = None  # a short run's last step, probed too (final_probe_step)
+        self._unread: list[StepSignals] = []  # steps whose loss the (deferred) reader has not handed back yet
         self._repro_saved = False
-        self._run_context: Any = None
         self._summary: Any = None  # MindInsightWriter when summary_dir is set
         self._run_info: dict[str, Any] = {}
         self._backbone: Any = None
@@ -187,20 +97,14 @@ class Doctor(Callback):
     # --- plumbing -----------------------------------------------------------------------
 
     def _guard(self, name: str, codes: Iterable[str], fn: Callable[[], Any]) -> Any:
-        """Run one check; if it raises, record MSD001, switch it off, and let training go on."""
+        """Run one check; if it cannot run (MSD002) or raises (MSD001), switch it off and let training go on."""
         if name in self._disabled:
             return None
-        try:
-            return fn()
-        except CheckSkipped as why:  # cannot run with this input (e.g. an empty eval dataset): MSD002, not a bug
+        result, failure = attempt(name, codes, fn, "; it is disabled for the rest of the run.")
+        if failure is not None:
             self._disabled.add(name)
-            self._emit([make_finding("MSD002", f"check `{name}` ({', '.join(codes)}) skipped: {why}",
-                                     location={"check": name}, evidence={"codes": list(codes)})])
-            return None
-        except Exception as exc:  # noqa: BLE001 - the user's training must never die of the doctor
-            self._disabled.add(name)
-            self._emit([internal_error(name, codes, exc, "; it is disabled for the rest of the run.")])
-            return None
+            self._emit([failure])
+        return result
 
     def _emit(self, findings: Iterable[Finding], count: bool = True) -> None:
         """Log a finding once when first seen; afterwards only count it."""
@@ -218,8 +122,8 @@ class Doctor(Callback):
             at = f" @step {finding.step}" if finding.step is not None else ""
             logger.warning("mindspore_doctor %s [%s] %s%s: %s", finding.code, finding.rule, finding.where, at,
                            finding.message)
-            if self._stop_rank is not None and finding.severity.rank >= self._stop_rank and self._run_context:
-                self._run_context.request_stop()
+            if self._stop_rank is not None and finding.severity.rank >= self._stop_rank and self._request_stop:
+                self._request_stop()
                 self._lifecycle.acted_on(finding)
 
     def _skipped(self, codes: Iterable[str], why: str) -> None:
@@ -228,46 +132,44 @@ class Doctor(Callback):
             self._emit([make_finding("MSD002", f"{', '.join(codes)} skipped: {why}",
                                      location={"check": "training-probes"}, evidence={"codes": codes})])
 
-    # --- train begin ------------------------------------------------------------------------
+    # --- begin ------------------------------------------------------------------------------
 
-    def on_train_begin(self, run_context: Any) -> None:
-        self._run_context = run_context
-        cb = run_context.original_args()
-        train_network = cb.train_network
-        optimizer = cb.optimizer or _find(train_network, nn.Optimizer)
-        backbone = _unwrap(cb.network)
-        loss_fn = cb.loss_fn or getattr(_find(train_network, nn.WithLossCell), "_loss_fn", None)
-        sink = bool(getattr(cb, "dataset_sink_mode", False))
+    def begin(self, args: Any, backbone: Any, *, loss_fn: Any, optimizer: Any, request_stop: Callable[[], None],
+              check_mode: bool = True) -> None:
+        """Static lint, data checks and probes, before the first step. ``check_mode``: the network is already in
+        the mode it trains in (``Model.train`` sets it; a hand-written loop may call ``set_train()`` later)."""
+        self._request_stop = request_stop
+        sink = bool(getattr(args, "dataset_sink_mode", False))
         self.report.meta["target"] = type(backbone).__name__
         self.report.meta["dataset_sink_mode"] = sink
 
         self._guard("static-lint", ("MSD1",),
-                    lambda: self._lint(backbone, loss_fn, optimizer, train_network, cb.train_dataset))
-        self._guard("data-checks", ("MSD3",), lambda: self._check_data(cb.train_dataset, backbone, loss_fn))
+                    lambda: self._lint(backbone, loss_fn, optimizer, args.train_network, args.train_dataset))
+        self._guard("data-checks", ("MSD3",), lambda: self._check_data(args.train_dataset, backbone, loss_fn))
         self._guard("num-classes", ("MSD215",), lambda: setattr(self.history, "num_classes",
-                                                                 _num_classes(backbone, loss_fn)))
+                                                                 num_classes(backbone, loss_fn)))
         if sink:
             self._skipped(training_rules.PROBE_CODES, "dataset_sink_mode=True runs many steps per call; per-step "
                           "probes are off and the loss is read once per sink.")
         elif optimizer is None:
             self._skipped(training_rules.PROBE_CODES, "no optimizer found in the train network.")
         else:
-            self._guard("training-probes", training_rules.PROBE_CODES,
-                        lambda: self._install(train_network, backbone, optimizer))
+            self._guard("training-probes", training_rules.PROBE_CODES, lambda: self._install(backbone, optimizer))
             # Only where no multi-probe rule could judge: an extra probe near the last regular one would judge
             # "persistent" conditions over a few steps, and a longer run hears which rules it missed (MSD002).
             needed = [n for code, n in training_rules.probes_needed(self.config).items() if self._wanted(code)]
-            self._final_probe = _final_probe_step(cb, self.config, min(needed, default=0))
-        self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(backbone, None))
+            self._final_probe = final_probe_step(args, self.config, min(needed, default=0))
+        if check_mode:
+            self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(backbone, None))
         if self.config.eval_dataset is not None and self.config.eval_every:
             from mindspore_doctor.probes.evaluation import Evaluator
 
             self._evaluator = Evaluator(self.config.eval_dataset, self.config)
             self._eval_target = (backbone, loss_fn)
-        self._emit(self.ranks.on_train_begin(cb))  # a collective: every rank, never skipped
-        self._guard("mindinsight", (), lambda: self._open_summary(cb, backbone, optimizer, loss_fn))
+        self._emit(self.ranks.on_train_begin(args))  # a collective: every rank, never skipped
+        self._guard("mindinsight", (), lambda: self._open_summary(args, backbone, optimizer, loss_fn))
 
-    def _open_summary(self, cb: Any, backbone: Any, optimizer: Any, loss_fn: Any) -> None:
+    def _open_summary(self, args: Any, backbone: Any, optimizer: Any, loss_fn: Any) -> None:
         """The Doctor's own summary file (MindSpore allows one SummaryRecord, SummaryCollector may hold it)."""
         if not (self.config.summary_dir and self.config.mindinsight):
             return
@@ -277,43 +179,30 @@ class Doctor(Callback):
         self._summary = MindInsightWriter(self.config.summary_dir, max_layers=self.config.mindinsight_max_layers,
                                           histogram_layers=self.config.histogram_layers,
                                           flush_seconds=self.config.summary_flush_seconds)
-        dataset = cb.train_dataset
+        dataset = args.train_dataset
         lr = getattr(optimizer, "learning_rate", None)
         self._run_info = {
             "optimizer": type(optimizer).__name__ if optimizer is not None else None,
-            "learning_rate": _scalar(lr) if lr is not None and getattr(lr, "size", 0) == 1 else None,
+            "learning_rate": host_scalar(lr) if lr is not None and getattr(lr, "size", 0) == 1 else None,
             "loss_function": type(loss_fn).__name__ if loss_fn is not None else None,
-            "epoch": getattr(cb, "epoch_num", None),
+            "epoch": getattr(args, "epoch_num", None),
             "batch_size": dataset.get_batch_size() if dataset is not None else None,
             "train_dataset_size": dataset.get_dataset_size() if dataset is not None else None,
             "network": type(backbone).__name__,
-            "parallel_mode": getattr(cb, "parallel_mode", None),
-            "device_num": getattr(cb, "device_number", None),
+            "parallel_mode": getattr(args, "parallel_mode", None),
+            "device_num": getattr(args, "device_number", None),
         }
 
-    def _write_summary_epoch(self) -> None:
-        """Weight histograms of the layers that matter, then append the buffered steps to disk."""
-        if self._summary is None:
-            return
-        params = {p.name: p for p in self._backbone.trainable_params()}
-        names = self._summary.histogram_targets(self.report, self.history.parameter_order or list(params))
-        step = self.history.steps[-1].step if self.history.steps else 0
-        self._summary.write_histograms(step, weights={n: params[n].asnumpy() for n in names if n in params})
-        self._summary.flush()
-
-    def _close_summary(self) -> None:
-        if self._summary is not None:
-            summary, self._summary = self._summary, None
-            summary.close(self.report, self._run_info, episodes=self._lifecycle.episodes(self.report))
-
     def _lint(self, backbone: Any, loss_fn: Any, optimizer: Any, train_network: Any, dataset: Any) -> None:
-        """Static lint with what only training has: the train cell Model built (MSD112), a real batch (MSD114)."""
+        """Static lint with what only training has: the train cell (MSD112), a real batch (MSD114)."""
+        from mindspore_doctor.data.sampling import first_batch_inputs
         from mindspore_doctor.static.graph import is_elementwise_loss
         from mindspore_doctor.static.inspector import lint
 
         config, sample = self.config, None
         if self._wanted("MSD114") and loss_fn is not None and is_elementwise_loss(loss_fn):
-            sample = self._guard("silent-broadcast", ("MSD114",), lambda: _sample_inputs(dataset, backbone, config))
+            sample = self._guard("silent-broadcast", ("MSD114",),
+                                 lambda: first_batch_inputs(dataset, backbone, config))
             if sample is None:  # MSD002 already says why; lint's generic "needs sample_inputs" would only repeat it
                 config = dataclasses.replace(config, ignore=(*config.ignore, "MSD114"))
         self._emit(lint(backbone, loss_fn=loss_fn, optimizer=optimizer, sample_inputs=sample,
@@ -327,10 +216,10 @@ class Doctor(Callback):
                                 config=self.config)
             self._emit(report.findings)
 
-    def _install(self, train_network: Any, backbone: Any, optimizer: Any) -> None:
+    def _install(self, backbone: Any, optimizer: Any) -> None:
         from mindspore_doctor.probes.instrument import Instrumentation
 
-        self._instrumentation = Instrumentation(train_network, backbone, optimizer)
+        self._instrumentation = Instrumentation(backbone, optimizer)
         self._optimizer = optimizer
         self.history.parameter_order = list(self._instrumentation.parameter_names)
         self.history.parameter_shapes = dict(self._instrumentation.parameter_shapes)
@@ -341,45 +230,67 @@ class Doctor(Callback):
 
     # --- steps --------------------------------------------------------------------------------
 
-    def on_train_step_begin(self, run_context: Any) -> None:
+    def step_begin(self, step: int) -> None:
+        """Before step ``step`` runs: switch the probes on when it is a probe step."""
         if self._instrumentation is None:
             return
-        step = run_context.original_args().cur_step_num
         self._probing = (self._force_probe or step == 1 or step % self.config.probe_every == 0
                          or step == self._final_probe)
         self._force_probe = False
         self._guard("training-probes", training_rules.PROBE_CODES,
                     lambda: self._instrumentation.set_probing(self._probing))
 
-    def on_train_step_end(self, run_context: Any) -> None:
-        cb = run_context.original_args()
-        self._emit(self.ranks.on_step_end(cb))  # before any early return: a collective every N steps
-        signals = self._guard("read-loss", ("MSD201", "MSD214"), lambda: self._read_outputs(cb))
-        if signals is None:
+    def step_end(self, args: Any) -> None:
+        self._emit(self.ranks.on_step_end(args))  # before any early return: a collective every N steps
+        signals = StepSignals(step=int(args.cur_step_num), epoch=int(args.cur_epoch_num))
+        reads = self._guard("read-loss", ("MSD201", "MSD214"), lambda: self._loss_reader.record(args.net_outputs))
+        if reads is None:
             return
+        self.history.append(signals)
+        self._unread.append(signals)
         if self._probing and self._instrumentation is not None:
             self._guard("training-probes", training_rules.PROBE_CODES, lambda: self._instrumentation.read_into(signals))
             self._guard("learning-rate", ("MSD210",), lambda: self._read_learning_rate(signals))
-        self.history.append(signals)
-        if signals.loss is not None and not math.isfinite(signals.loss):
-            self._evaluate(TrainingHistory(steps=[signals]), codes=("MSD201",))
-            if not self._repro_saved:
-                self._repro_saved = True
-                self._force_probe = True
-                self._guard("repro-bundle", ("MSD201",), lambda: self._save_repro(cb, signals))
-        if self._probing or cb.dataset_sink_mode:
+        self._take(reads, args)  # after the probes: the summary writes the step's signals as they are now
+        if self._probing or args.dataset_sink_mode:
+            self._catch_up(args)
             self._evaluate(self._recent_history())
             if self._instrumentation is not None:
                 self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(
                     self._instrumentation.network, signals.step))
-        if self._summary is not None:
-            self._guard("mindinsight", (), lambda: self._summary.write_step(
-                signals, self.report, episodes=self._lifecycle.episodes(self.report)))
+
+    def _catch_up(self, args: Any) -> None:
+        """Hand the steps the deferred reader holds to the history (a host read: probe steps and epoch ends)."""
+        if self._unread and self._loss_reader.deferred:
+            self._take(self._guard("read-loss", ("MSD201", "MSD214"), self._loss_reader.read) or [], args)
+
+    def _take(self, reads: list[LossRead], args: Any) -> None:
+        """The unread steps, oldest first, get their loss; the first non-finite one is judged at its step."""
+        if not reads:
+            return
+        taken, self._unread = self._unread[:len(reads)], self._unread[len(reads):]
+        for signals, read in zip(taken, reads):
+            signals.loss, signals.overflow, signals.loss_scale = read.loss, read.overflow, read.loss_scale
+            if signals.loss is not None and not math.isfinite(signals.loss):
+                self._nonfinite(signals, args)
+            if self._summary is not None:
+                self._guard("mindinsight", (), lambda: self._summary.write_step(
+                    signals, self.report, episodes=self._lifecycle.episodes(self.report)))
+
+    def _nonfinite(self, signals: StepSignals, args: Any) -> None:
+        self._evaluate(TrainingHistory(steps=[signals]), codes=("MSD201",))
+        if not self._repro_saved:
+            self._repro_saved = True
+            self._force_probe = True
+            batch = args.train_dataset_element if signals.step == args.cur_step_num else None
+            self._guard("repro-bundle", ("MSD201",), lambda: self._save_repro(batch, signals))
 
     def _read_learning_rate(self, signals: StepSignals) -> None:
         """The step's learning rate, and the schedule's peak so far, for the optimizer and for each of its groups:
         MSD210 judges updates as at the peak rate of the parameter's own group."""
-        read = _learning_rates(self._optimizer)
+        from mindspore_doctor.probes.learning_rate import learning_rates
+
+        read = learning_rates(self._optimizer)
         if read is None:
             return
         now, peaks, groups = read
@@ -392,18 +303,6 @@ class Doctor(Callback):
             history.group_peak_learning_rates = [max(v for v in values if v is not None)
                                                  for values in zip(before, peaks, now)]
             history.lr_groups = history.lr_groups or dict(zip(history.parameter_order, groups))
-
-    def _read_outputs(self, cb: Any) -> StepSignals:
-        outputs = cb.net_outputs
-        signals = StepSignals(step=int(cb.cur_step_num), epoch=int(cb.cur_epoch_num))
-        if isinstance(outputs, (tuple, list)):
-            if len(outputs) >= 3 and hasattr(outputs[1], "dtype") and "bool" in str(outputs[1].dtype).lower():
-                signals.overflow = bool(np.asarray(outputs[1].asnumpy()).any())
-                signals.loss_scale = _scalar(outputs[2])
-            outputs = outputs[0] if outputs else None
-        if outputs is not None and hasattr(outputs, "asnumpy"):
-            signals.loss = _scalar(outputs)
-        return signals
 
     def _recent_history(self) -> TrainingHistory:
         """Head and tail of the history: rules re-run often, so each run stays cheap on long trainings.
@@ -444,30 +343,48 @@ class Doctor(Callback):
 
     # --- epochs and the end -------------------------------------------------------------------
 
-    def on_train_epoch_end(self, run_context: Any) -> None:
-        cb = run_context.original_args()
-        if self._evaluator is not None and cb.cur_epoch_num % self.config.eval_every == 0:
-            self._guard("evaluation", ("MSD401", "MSD402", "MSD404", "MSD405"), lambda: self._run_evaluation(cb))
+    def epoch_end(self, args: Any) -> None:
+        self._catch_up(args)
+        if self._evaluator is not None and args.cur_epoch_num % self.config.eval_every == 0:
+            self._guard("evaluation", _EVALUATION_CODES, lambda: self._run_evaluation(args))
         self._evaluate(self._recent_history())
         self._guard("mindinsight", (), self._write_summary_epoch)
         self._guard("write-report", (), self._write_files)
 
-    def _run_evaluation(self, cb: Any) -> None:
-        self._evaluator.run(*self._eval_target, cb.cur_epoch_num, train_dataset=cb.train_dataset)
+    def _judge_evaluations(self) -> None:
+        from mindspore_doctor.rules.evaluation import evaluation_findings
+
+        evaluator = self._evaluator
+        self._emit(evaluation_findings(evaluator.records, self.config, evaluator.mode_change,
+                                       evaluator.metric_skipped), count=False)
+
+    def _run_evaluation(self, args: Any) -> None:
+        self._evaluator.run(*self._eval_target, args.cur_epoch_num, train_dataset=args.train_dataset)
         self.report.meta["evaluation"] = self._evaluator.to_dict()  # in every report written from now on
 
-    def on_train_end(self, run_context: Any) -> None:
+    def _write_summary_epoch(self) -> None:
+        """Weight histograms of the layers that matter, then append the buffered steps to disk."""
+        if self._summary is None:
+            return
+        params = {p.name: p for p in self._backbone.trainable_params()}
+        names = self._summary.histogram_targets(self.report, self.history.parameter_order or list(params))
+        step = self.history.steps[-1].step if self.history.steps else 0
+        self._summary.write_histograms(step, weights={n: params[n].asnumpy() for n in names if n in params})
+        self._summary.flush()
+
+    def end(self, args: Any) -> None:
+        """After the last step (or when training raised): judge the whole run, restore the network, write."""
+        self._catch_up(args)
         self._evaluate(self.history, count=False)
         self._lifecycle.close(self.report)  # transient findings that no longer hold end as resolved (info)
         if self._optimizer is not None and "training-probes" not in self._disabled:  # the probes were installed
             codes = [c for c in training_rules.PROBE_CODES if self._wanted(c) and f"rule {c}" not in self._disabled]
             self._guard("probe-count", ("MSD002",), lambda: self._emit(
                 training_rules.too_few_probes(self.history, self.config, codes), count=False))
-        self._emit(self.ranks.on_train_end(run_context.original_args()), count=False)
+        self._emit(self.ranks.on_train_end(args), count=False)
         if self._evaluator is not None:
-            self._guard("evaluation", ("MSD401", "MSD402", "MSD404", "MSD405"),
-                        lambda: self._emit(self._evaluator.findings(), count=False))
-        self._restore()
+            self._guard("evaluation", _EVALUATION_CODES, self._judge_evaluations)
+        self.restore()
         self._guard("diagnosis", (), self._diagnose)
         print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
         self._guard("mindinsight", (), self._close_summary)
@@ -475,14 +392,25 @@ class Doctor(Callback):
         self._guard("html-report", (), self._write_html)
         self._guard("merge-ranks", (), self._merge_ranks)  # last: a collective every rank enters
 
+    def restore(self) -> None:
+        """Put the user's cells back (also when training raised: never leave them swapped)."""
+        if self._instrumentation is not None:
+            instrumentation, self._instrumentation = self._instrumentation, None
+            self._guard("restore", (), instrumentation.restore)
+
     def _diagnose(self) -> None:
         from mindspore_doctor.diagnosis import diagnose
 
         self.report.meta["diagnosis"] = diagnose(self.report, history=self.history).to_dict()
 
+    def _close_summary(self) -> None:
+        if self._summary is not None:
+            summary, self._summary = self._summary, None
+            summary.close(self.report, self._run_info, episodes=self._lifecycle.episodes(self.report))
+
     def _write_html(self) -> None:
         if self.config.summary_dir and self.config.html_report:
-            from mindspore_doctor.export.html import HTML_FILE, write_html
+            from mindspore_doctor.export.html import write_html
 
             write_html(self.report, self.history, Path(self.config.summary_dir) / HTML_FILE, config=self.config)
 
@@ -492,14 +420,6 @@ class Doctor(Callback):
         if self.merged_report is not None and self.ranks.active and self._report_dir:
             _io.atomic_write_text(Path(self._report_dir) / REPORT_FILE, self.merged_report.to_json())
 
-    def __exit__(self, *err: Any) -> None:
-        self._restore()  # also when training raised: never leave the user's cells swapped
-
-    def _restore(self) -> None:
-        if self._instrumentation is not None:
-            instrumentation, self._instrumentation = self._instrumentation, None
-            self._guard("restore", (), instrumentation.restore)
-
     def _write_files(self) -> None:
         if not self.config.summary_dir:
             return
@@ -507,16 +427,17 @@ class Doctor(Callback):
         _io.atomic_write_text(folder / REPORT_FILE, self.report.to_json())
         _io.atomic_write_text(folder / HISTORY_FILE, json.dumps(self.history.to_dict()))
 
-    def _save_repro(self, cb: Any, signals: StepSignals) -> None:
-        """The batch that gave the first non-finite loss, with the last probed statistics."""
+    def _save_repro(self, batch: Any, signals: StepSignals) -> None:
+        """The batch that gave the first non-finite loss (when it is still at hand), with the last probed
+        statistics. A deferred loss read finds the step later, when its batch is gone: the bundle says so."""
         if not self.config.summary_dir:
             return
         folder = Path(self.config.summary_dir)
-        batch = cb.train_dataset_element or ()
-        arrays = {f"input_{i}": t.asnumpy() for i, t in enumerate(batch) if hasattr(t, "asnumpy")}
-        buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
-        _io.atomic_write_bytes(folder / f"repro_step{signals.step}.npz", buffer.getvalue())
+        arrays = {f"input_{i}": t.asnumpy() for i, t in enumerate(batch or ()) if hasattr(t, "asnumpy")}
+        if batch is not None:
+            buffer = io.BytesIO()
+            np.savez(buffer, **arrays)
+            _io.atomic_write_bytes(folder / f"repro_step{signals.step}.npz", buffer.getvalue())
         probed = self.history.probed()
         meta = {
             "step": signals.step,
@@ -526,5 +447,7 @@ class Doctor(Callback):
             "last_probed_step": probed[-1].to_dict() if probed else None,
             "parameter_order": self.history.parameter_order,
         }
-        _io.atomic_write_text(folder / f"repro_step{signals.step}.json",
-                              json.dumps(meta, indent=2, default=str))
+        if batch is None:
+            meta["inputs_missing"] = ("the loss was read after the step (loss_read='deferred'); rerun with "
+                                      "loss_read='step' to keep the batch, or pass it to run.step(loss, *batch)")
+        _io.atomic_write_text(folder / f"repro_step{signals.step}.json", json.dumps(meta, indent=2, default=str))
