@@ -11,6 +11,7 @@ import pytest
 from mindspore import mint, nn, ops
 
 from benchmarks.faults import runner
+from test_callback import PortableLossScaleCell  # CPU-portable overflow check
 from mindspore_doctor import Doctor
 from mindspore_doctor.findings import Severity
 
@@ -162,13 +163,6 @@ def test_dead_relu_fires_in_the_quick_start_loop_and_its_healthy_twin_is_quiet()
     _train(healthy, bias=0.0)
     assert "MSD212" in _warnings(broken)
     assert _warnings(healthy) == []
-
-
-class PortableLossScaleCell(nn.TrainOneStepWithLossScaleCell):
-    """MindSpore's loss-scale cell reads an Ascend status register on CPU; check grads with isfinite instead."""
-
-    def get_overflow_status(self, status, compute_output):
-        return ops.logical_not(ops.stack([ops.isfinite(g).all() for g in compute_output]).all())
 
 
 def _train_cell_loop(doctor=None, loss_scale=False):

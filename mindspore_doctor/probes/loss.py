@@ -96,7 +96,7 @@ class DeferredLossReader:
 
     def __init__(self, size: int) -> None:
         self._recorder = _Recorder(max(1, size))
-        self._size = max(1, size)
+        self._no_overflow = Tensor(np.zeros(1, np.float32))  # made once: no host-to-device copy per step
         self._read_calls = 0
         self._scale: Any = None
         self._overflow_known = False
@@ -106,21 +106,21 @@ class DeferredLossReader:
         if loss is None:
             raise CheckSkipped(f"the step's outputs are a {type(outputs).__name__}, not a loss tensor "
                                "(pass the loss, or a loss-scale cell's (loss, overflow, scale))")
-        flag = Tensor(np.zeros(1, np.float32)) if overflow is None else overflow.astype(ms.float32).reshape(-1)[:1]
+        flag = self._no_overflow if overflow is None else overflow.astype(ms.float32).reshape(-1)[:1]
         self._scale = scale
         self._overflow_known = overflow is not None
         self._recorder(loss, flag)
         return []
 
     def read(self) -> list[LossRead]:
-        recorder = self._recorder
+        recorder, size = self._recorder, self._recorder.size
         count = int(recorder.count.asnumpy()[0])
         losses, overflows = recorder.losses.asnumpy(), recorder.overflows.asnumpy()
         reads = []
         for call in range(self._read_calls, count):
-            kept = call >= count - self._size
-            reads.append(LossRead(loss=float(losses[call % self._size]) if kept else None,
-                                  overflow=bool(overflows[call % self._size]) if kept and self._overflow_known
+            kept = call >= count - size
+            reads.append(LossRead(loss=float(losses[call % size]) if kept else None,
+                                  overflow=bool(overflows[call % size]) if kept and self._overflow_known
                                   else None))
         first_bad = int(recorder.first_bad.asnumpy()[0])
         if self._read_calls <= first_bad < count and reads:
