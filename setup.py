@@ -10,11 +10,16 @@ setup(
     install_requires=[
         "mindspore==2.10.*",
         "numpy<2",
-        "google-crc32c>=1.5",
+        "crc32c>=2.4",  # native CRC32C for the event files (MindInsight framing, tensorboardX)
+        # the reports are part of every run with a summary_dir: the HTML page and the TensorBoard event files
+        "jinja2>=3.1",
+        "matplotlib>=3.8",
+        "tensorboardX==2.6.5",
     ],
     extras_require={
-        "html": ["jinja2>=3.1", "matplotlib>=3.8"],
-        "test": ["pytest>=8", "pytest-timeout>=2.3", "jinja2>=3.1", "matplotlib>=3.8", "selenium>=4.20",
+        # the TensorBoard server (scripts/tensorboard.sh); the writer, tensorboardX, is a default dependency
+        "tensorboard": ["tensorboard==2.21.0"],
+        "test": ["pytest>=8", "pytest-timeout>=2.3", "selenium>=4.20", "tensorboard==2.21.0",
                  # the real-code corpus (benchmarks/realworld): maintained MindSpore model libraries, pinned, and
                  # the imports they need but do not declare (mindyolo: cv2; mindaudio: wget, mir_eval, Levenshtein)
                  "mindcv==0.3.0", "mindyolo==0.5.0", "mindaudio==0.3.0", "opencv-python-headless==4.10.0.84",

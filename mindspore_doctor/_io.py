@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -10,13 +11,40 @@ HISTORY_FILE = "doctor_history.json"
 HTML_FILE = "doctor_report.html"
 
 
+def _umask() -> int:
+    """The process umask, read without setting it: the ``os.umask`` pair briefly changes it for every thread."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _file_mode(target: Path) -> int:
+    """The mode ``target`` keeps if it exists, else the one ``open()`` would give it (mkstemp's is 0600)."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write to a temp file in the same directory, fsync, then rename over ``path``."""
+    """Write to a temp file in the same directory, fsync, then rename over ``path``.
+
+    The file gets the usual mode (umask-based, or the replaced file's) so that a
+    dashboard running as another user can read it, as it reads the event files.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), _file_mode(target))
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -16,6 +16,8 @@ from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
 
 T = TypeVar("T")
+OPTIONAL_PACKAGES = {"jinja2": "jinja2", "matplotlib": "matplotlib", "tensorboardX": "tensorboardX"}
+"""Modules only some exports need: missing, they skip that export (MSD002 info), not an internal error."""
 
 
 class CheckSkipped(Exception):
@@ -42,14 +44,27 @@ def internal_error(name: str, codes: Iterable[str], exc: BaseException, conseque
     )
 
 
+def skipped(name: str, codes: Iterable[str], why: str) -> Finding:
+    """The MSD002 finding for a check that cannot run here."""
+    codes = list(codes)
+    listed = f" ({', '.join(codes)})" if codes else ""
+    return make_finding("MSD002", f"check `{name}`{listed} skipped: {why}", location={"check": name},
+                        evidence={"codes": codes})
+
+
 def attempt(name: str, codes: Iterable[str], fn: Callable[[], T], consequence: str = "") -> tuple[T | None, Finding | None]:
     """Run one check: ``(its result, None)``, or ``(None, the finding that says why it did not run)`` — MSD002
-    when it raised ``CheckSkipped``, MSD001 (with ``consequence`` appended) when it raised anything else."""
+    when it raised ``CheckSkipped`` or needs an optional package that is not installed, MSD001 (with
+    ``consequence`` appended) when it raised anything else."""
     try:
         return fn(), None
     except CheckSkipped as why:
-        return None, make_finding("MSD002", f"check `{name}` ({', '.join(codes)}) skipped: {why}",
-                                  location={"check": name}, evidence={"codes": list(codes)})
+        return None, skipped(name, codes, str(why))
+    except ModuleNotFoundError as exc:
+        package = OPTIONAL_PACKAGES.get((exc.name or "").partition(".")[0])
+        if package is None:
+            return None, internal_error(name, codes, exc, consequence)
+        return None, skipped(name, codes, f"it needs {package}, which is not installed (pip install {package}).")
     except Exception as exc:  # noqa: BLE001 - a broken check must never break the user's run
         return None, internal_error(name, codes, exc, consequence)
 

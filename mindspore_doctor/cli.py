@@ -199,24 +199,26 @@ def _feature(module: str, attr: str, what: str) -> Any:
         raise UsageError(f"{what} is not available in this build") from None
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    demo_main = _feature("mindspore_doctor.demo", "main", "the demo")
-    return demo_main(list(args.demo_args)) or EXIT_OK
-
-
-def cmd_sanity(args: argparse.Namespace) -> int:
-    return _feature("mindspore_doctor.sanity_checks", "run_sanity_command", "the sanity workflow")(args)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / REPORT_FILE).is_file():
         raise UsageError(f"{run_dir} has no {REPORT_FILE} (is it the summary_dir of a Doctor run?)")
-    if not args.html:
-        raise UsageError("nothing to do: give --html OUT")
-    write_run_report = _feature("mindspore_doctor.export.html", "write_run_report", "the HTML report")
-    write_run_report(run_dir, Path(args.html))
-    print(f"msdoctor: wrote {args.html}", file=sys.stderr)
+    if not (args.html or args.tensorboard):
+        raise UsageError("nothing to do: give --html OUT and/or --tensorboard")
+    if args.html:
+        write_run_report = _feature("mindspore_doctor.export.html", "write_run_report", "the HTML report")
+        write_run_report(run_dir, Path(args.html))
+        print(f"msdoctor: wrote {args.html}", file=sys.stderr)
+    if args.tensorboard:
+        try:
+            events = _feature("mindspore_doctor.export.tensorboard", "convert_run", "the TensorBoard export")(run_dir)
+        except ModuleNotFoundError as exc:
+            if exc.name != "tensorboardX":
+                raise
+            raise UsageError("the TensorBoard export needs tensorboardX: pip install tensorboardX") from None
+        except FileExistsError as exc:
+            raise UsageError(str(exc)) from None
+        print(f"msdoctor: wrote {events}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -248,18 +250,22 @@ def build_parser() -> argparse.ArgumentParser:
     lint.set_defaults(handler=cmd_lint)
 
     demo = sub.add_parser("demo", help="train a small buggy model with the Doctor and print what it finds")
-    demo.add_argument("demo_args", nargs=argparse.REMAINDER)
-    demo.set_defaults(handler=cmd_demo)
+    from mindspore_doctor.demo import add_demo_arguments, run_demo_command
+
+    add_demo_arguments(demo)
+    demo.set_defaults(handler=run_demo_command)
 
     sanity = sub.add_parser("sanity", help="initial loss, overfit one batch, trivial baseline, lr range test")
-    from mindspore_doctor.sanity_checks import add_sanity_arguments
+    from mindspore_doctor.sanity_checks import add_sanity_arguments, run_sanity_command
 
     add_sanity_arguments(sanity)
-    sanity.set_defaults(handler=cmd_sanity)
+    sanity.set_defaults(handler=run_sanity_command)
 
     report = sub.add_parser("report", help="render a finished run (its summary_dir)")
     report.add_argument("run_dir", metavar="RUN_DIR")
     report.add_argument("--html", metavar="OUT", help="write an HTML report here")
+    report.add_argument("--tensorboard", action="store_true", help="write TensorBoard event files into RUN_DIR from "
+                        "its doctor_report.json and doctor_history.json (for runs made before the option existed)")
     report.set_defaults(handler=cmd_report)
 
     rules = sub.add_parser("rules", help="list every finding code")
@@ -276,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "handler", None):
-            raise UsageError("missing COMMAND (lint, demo, report, rules, rule); see `msdoctor --help`")
+            raise UsageError("missing COMMAND (lint, demo, sanity, report, rules, rule); see `msdoctor --help`")
         return args.handler(args)
     except UsageError as exc:
         print(f"msdoctor: {exc}", file=sys.stderr)

@@ -252,6 +252,8 @@ class DoctorConfig:
     """Buffered summary records are appended to disk at least this often (and at each epoch end)."""
     html_report: bool = True
     """Write doctor_report.html next to doctor_report.json at the end of training."""
+    tensorboard: bool = False
+    """Also write TensorBoard event files into summary_dir: scalars, histograms, the findings table, HParams."""
 
     # --- distributed (MSD5xx) -----------------------------------------------------------
     rank_check_every: int = 50

@@ -14,10 +14,16 @@ JSON/HTML/MindInsight reports. ``--loop custom`` measures MindSpore's
 quick-start loop (``value_and_grad`` + ``@ms.jit``) instead of ``Model.train``,
 with ``doctor.watch`` (``SummaryCollector`` needs ``Model.train``: no third
 variant there); ``--loss-read step|deferred`` sets ``DoctorConfig.loss_read``.
+``--exports`` adds Doctors with a ``summary_dir`` to the paired run (the JSON
+reports alone; with the MindInsight files; with the TensorBoard files) and prints
+each one's cost in us per step: the time spent in its callback hooks, epoch end
+included, minus that of the variant without it (the step itself varies by more
+than the exports cost).
 
     .venv/bin/python scripts/bench_overhead.py            # about 3-6 minutes on 2 busy cores
     .venv/bin/python scripts/bench_overhead.py --rounds 1 --models lenet
     .venv/bin/python scripts/bench_overhead.py --loop custom --loss-read deferred
+    .venv/bin/python scripts/bench_overhead.py --rounds 3 --exports --paired-only
 """
 from __future__ import annotations
 
@@ -36,6 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("plain", "doctor", "summary")
 MODELS = {"lenet": dict(steps=200, batch=32, shape=(1, 32, 32)), "resnet": dict(steps=60, batch=16, shape=(3, 16, 16))}
 WARMUP = 12
+EXPORTS = {"reports": {"mindinsight": False}, "mindinsight": {"mindinsight": True},
+           "tensorboard": {"mindinsight": False, "tensorboard": True}}
+"""``--exports``: the Doctor options of each paired variant with a ``summary_dir``. "reports": the JSON reports
+alone (written at each epoch end), over the default Doctor's; each dashboard export over "reports"."""
 
 
 def _arrays(model_name: str, steps: int) -> tuple:
@@ -124,7 +134,7 @@ def _worker(model_name: str, variant: str, reports: bool, loop: str, loss_read: 
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _paired(model_name: str, block: int, loop: str, loss_read: str) -> dict:
+def _paired(model_name: str, block: int, loop: str, loss_read: str, exports: bool = False) -> dict:
     """The reference model's plain and Doctor steps, paired (see :func:`paired_timing`)."""
     import mindspore as ms
     from mindspore import Tensor
@@ -137,7 +147,8 @@ def _paired(model_name: str, block: int, loop: str, loss_read: str) -> dict:
     dataset = _dataset(x, y, spec["batch"])
     if loop == "custom":
         return paired_custom_timing(lambda: _functional(model_name), batches, dataset, block, loss_read)
-    return paired_timing(lambda: _model(model_name), batches, dataset, block, loss_read)
+    return paired_timing(lambda: _model(model_name), batches, dataset, block, loss_read,
+                         exports=tuple(EXPORTS) if exports else ())
 
 
 def _alternate(runners: dict[str, Callable[[list], None]], batches: list[tuple], block: int) -> dict[str, Any]:
@@ -157,10 +168,12 @@ def _alternate(runners: dict[str, Callable[[list], None]], batches: list[tuple],
     mean = {v: statistics.fmean(t) for v, t in per_step.items()}
     result: dict[str, Any] = {"steps": len(batches), "block": block,
                               **{f"{name}_median_ms": median[name] * 1e3 for name in names}}
-    for reference in (n for n in names if n != "doctor"):  # the Doctor's step over each reference's
+    for reference in (n for n in names if n != "doctor" and not n.startswith("doctor+")):  # the Doctor's over it
         suffix = "" if reference == "plain" else f"_{reference}"
         result[f"median_ratio{suffix}"] = median["doctor"] / median[reference]
         result[f"mean_ratio{suffix}"] = mean["doctor"] / mean[reference]
+    for export in (n for n in names if n.startswith("doctor+")):
+        result[f"{export}_mean_ratio"] = mean[export] / mean["plain"]
     return result
 
 
@@ -202,7 +215,7 @@ def paired_custom_timing(build: Callable[[], tuple], batches: list[tuple], datas
 
 
 def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, block: int,
-                  loss_read: str = "auto") -> dict:
+                  loss_read: str = "auto", exports: tuple[str, ...] = ()) -> dict:
     """Plain and Doctor steps alternated in blocks of ``block`` steps in ONE process.
 
     ``build()`` returns a fresh ``Model``; both copies step through ``batches`` (one step each), the Doctor's
@@ -211,7 +224,9 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
     alternation see the same conditions. The Doctor gets exactly the callback calls ``Model.train`` makes
     (``on_train_begin``, then ``on_train_step_begin``/``_end`` around each step), so its whole per-step cost is
     timed: probes, the loss read, the rules on probe steps. Each block ends with a read of its last loss (the
-    device work is done).
+    device work is done). ``exports``: names in ``EXPORTS``, each one more Doctor-attached copy that writes that
+    export into a temporary ``summary_dir``; its cost per step (``<variant>_step_us``) is the time its hooks took
+    beyond those of the variant without it (see ``EXPORTS``), its epoch-end writes included.
     """
     from mindspore.train.callback import RunContext, _InternalCallbackParam
 
@@ -224,35 +239,58 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
         model._train_network.set_train()  # pylint: disable=protected-access (what Model.train does)
         return model
 
-    plain, doctored = fresh(), fresh()
-    cb = _InternalCallbackParam()
-    cb.train_network, cb.network = doctored._train_network, doctored._network  # pylint: disable=protected-access
-    cb.loss_fn, cb.optimizer = doctored._loss_fn, doctored._optimizer  # pylint: disable=protected-access
-    cb.train_dataset = dataset
-    cb.epoch_num, cb.batch_num, cb.cur_epoch_num, cb.cur_step_num = 1, steps, 1, 0
-    cb.mode, cb.dataset_sink_mode, cb.parallel_mode, cb.device_number = "train", False, "stand_alone", 1
-    context = RunContext(cb)
-    doctor = Doctor(loss_read=loss_read)
-    doctor.on_train_begin(context)
+    def attached(options: dict[str, Any]) -> tuple[Any, RunContext, Callable[[list], None], list[float]]:
+        """A fresh copy with a Doctor, and its block runner."""
+        doctored = fresh()
+        cb = _InternalCallbackParam()
+        cb.train_network, cb.network = doctored._train_network, doctored._network  # pylint: disable=protected-access
+        cb.loss_fn, cb.optimizer = doctored._loss_fn, doctored._optimizer  # pylint: disable=protected-access
+        cb.train_dataset = dataset
+        cb.epoch_num, cb.batch_num, cb.cur_epoch_num, cb.cur_step_num = 1, steps, 1, 0
+        cb.mode, cb.dataset_sink_mode, cb.parallel_mode, cb.device_number = "train", False, "stand_alone", 1
+        context = RunContext(cb)
+        doctor = Doctor(loss_read=loss_read, **options)
+        doctor.on_train_begin(context)
+        hooks_s = [0.0]  # time inside the Doctor's step hooks
+
+        def doctor_block(part: list) -> None:
+            for inputs in part:
+                cb.cur_step_num += 1
+                cb.train_dataset_element = inputs
+                began = time.perf_counter()
+                doctor.on_train_step_begin(context)
+                hooks_s[0] += time.perf_counter() - began
+                cb.net_outputs = doctored._train_network(*inputs)  # pylint: disable=protected-access
+                began = time.perf_counter()
+                doctor.on_train_step_end(context)
+                hooks_s[0] += time.perf_counter() - began
+            cb.net_outputs.asnumpy()
+
+        return doctor, context, doctor_block, hooks_s
+
+    plain = fresh()
 
     def plain_block(part: list) -> None:
         for inputs in part:
             out = plain._train_network(*inputs)  # pylint: disable=protected-access
         out.asnumpy()
 
-    def doctor_block(part: list) -> None:
-        for inputs in part:
-            cb.cur_step_num += 1
-            cb.train_dataset_element = inputs
-            doctor.on_train_step_begin(context)
-            cb.net_outputs = doctored._train_network(*inputs)  # pylint: disable=protected-access
-            doctor.on_train_step_end(context)
-        cb.net_outputs.asnumpy()
-
-    timing = _alternate({"plain": plain_block, "doctor": doctor_block}, batches, block)
-    doctor.on_train_epoch_end(context)
-    doctor.on_train_end(context)
-    return {**timing, "probe_steps": len(doctor.history.probed())}
+    with tempfile.TemporaryDirectory() as tmp:
+        doctors = {"doctor": attached({})}
+        for name in exports:
+            doctors[f"doctor+{name}"] = attached({"summary_dir": f"{tmp}/{name}", "html_report": False,
+                                                  **EXPORTS[name]})
+        timing = _alternate({"plain": plain_block, **{name: d[2] for name, d in doctors.items()}}, batches, block)
+        for doctor, context, _, hooks_s in doctors.values():
+            began = time.perf_counter()
+            doctor.on_train_epoch_end(context)
+            hooks_s[0] += time.perf_counter() - began
+            doctor.on_train_end(context)
+        for name in doctors:
+            if name != "doctor":
+                base = "doctor" if name == "doctor+reports" else "doctor+reports"
+                timing[f"{name}_step_us"] = (doctors[name][3][0] - doctors[base][3][0]) / steps * 1e6
+    return {**timing, "probe_steps": len(doctors["doctor"][0].history.probed())}
 
 
 def _in_fresh_process(*arguments: str) -> dict:
@@ -279,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="Model.train with the callback, or the quick-start loop with doctor.watch")
     parser.add_argument("--loss-read", choices=("auto", "step", "deferred"), default="auto",
                         help="DoctorConfig.loss_read for the Doctor's runs")
+    parser.add_argument("--exports", action="store_true",
+                        help="paired run: also Doctors writing the MindInsight / TensorBoard files; their us per step")
+    parser.add_argument("--paired-only", action="store_true", help="skip the process-per-variant table")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--paired-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -286,9 +327,20 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_worker(*args.worker, args.reports, args.loop, args.loss_read)))
         return 0
     if args.paired_worker:
-        print(json.dumps(_paired(args.paired_worker, args.paired_block, args.loop, args.loss_read)))
+        print(json.dumps(_paired(args.paired_worker, args.paired_block, args.loop, args.loss_read, args.exports)))
         return 0
+    if args.exports and args.loop != "model":
+        parser.error("--exports times Model.train's callback (--loop model)")
     models = [m for m in args.models.split(",") if m]
+    if not args.paired_only:
+        _process_table(models, args)
+    if args.paired_block:
+        _paired_table(models, args)
+    return 0
+
+
+def _process_table(models: list[str], args: argparse.Namespace) -> None:
+    """Each (model, variant) in its own process: step times and peak RSS."""
     variants = VARIANTS if args.loop == "model" else VARIANTS[:2]
     results: dict[tuple[str, str], list[dict]] = {}
     for r in range(args.rounds):
@@ -308,22 +360,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {model_name} | {variant} | {row['median_ms']:.2f} | {row['median_ms'] / base['median_ms']:.3f} "
                   f"| {row['mean_ms']:.2f} | {row['mean_ms'] / base['mean_ms']:.3f} "
                   f"| {row['peak_rss_mb']:.0f} | {row['peak_rss_mb'] / base['peak_rss_mb']:.3f} |")
-    if args.paired_block:
-        print(f"\nPaired ({args.loop} loop, loss_read={args.loss_read}), one process per model: plain and Doctor "
-              f"steps alternated in blocks of {args.paired_block}, {args.rounds} round(s)")
-        reading = args.loop == "custom"
-        print("| model | round | plain median step ms | Doctor median step ms | median x plain | mean x plain |"
-              + (" reading median step ms | Doctor median x reading | mean x reading |" if reading else ""))
-        print("|---|---|---|---|---|---|" + ("---|---|---|" if reading else ""))
-        for model_name in models:
-            for r in range(args.rounds):
-                row = _in_fresh_process("--paired-worker", model_name, "--paired-block", str(args.paired_block),
-                                        "--loop", args.loop, "--loss-read", args.loss_read)
-                extra = (f" {row['reading_median_ms']:.2f} | {row['median_ratio_reading']:.3f} | "
-                         f"{row['mean_ratio_reading']:.3f} |" if reading else "")
-                print(f"| {model_name} | {r + 1} | {row['plain_median_ms']:.2f} | {row['doctor_median_ms']:.2f} "
-                      f"| {row['median_ratio']:.3f} | {row['mean_ratio']:.3f} |{extra}", flush=True)
-    return 0
+
+
+def _paired_table(models: list[str], args: argparse.Namespace) -> None:
+    """Plain and Doctor steps alternated in one process per model and round (and each export's cost)."""
+    print(f"\nPaired ({args.loop} loop, loss_read={args.loss_read}), one process per model: plain and Doctor "
+          f"steps alternated in blocks of {args.paired_block}, {args.rounds} round(s)")
+    reading, exports = args.loop == "custom", list(EXPORTS) if args.exports else []
+    print("| model | round | plain median step ms | Doctor median step ms | median x plain | mean x plain |"
+          + (" reading median step ms | Doctor median x reading | mean x reading |" if reading else "")
+          + "".join(f" +{e} us/step | +{e} mean x plain |" for e in exports))
+    print("|---|---|---|---|---|---|" + ("---|---|---|" if reading else "") + "---|---|" * len(exports))
+    for model_name in models:
+        for r in range(args.rounds):
+            row = _in_fresh_process("--paired-worker", model_name, "--paired-block", str(args.paired_block),
+                                    "--loop", args.loop, "--loss-read", args.loss_read,
+                                    *(["--exports"] if args.exports else []))
+            extra = (f" {row['reading_median_ms']:.2f} | {row['median_ratio_reading']:.3f} | "
+                     f"{row['mean_ratio_reading']:.3f} |" if reading else "")
+            for export in exports:
+                variant = f"doctor+{export}"
+                extra += f" {row[f'{variant}_step_us']:.0f} | {row[f'{variant}_mean_ratio']:.3f} |"
+            print(f"| {model_name} | {r + 1} | {row['plain_median_ms']:.2f} | {row['doctor_median_ms']:.2f} "
+                  f"| {row['median_ratio']:.3f} | {row['mean_ratio']:.3f} |{extra}", flush=True)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ class SmallConvNet(nn.Cell):
 
 
 @pytest.mark.parametrize("optimizer", ["momentum", "adam"])
-def test_final_weights_bitwise_identical_with_and_without_doctor(exec_mode, optimizer):
+def test_final_weights_bitwise_identical_with_and_without_doctor(exec_mode, optimizer, tmp_path):
     def run(options):
         ms.set_seed(0)
         net = SmallConvNet()
@@ -79,7 +79,8 @@ def test_final_weights_bitwise_identical_with_and_without_doctor(exec_mode, opti
         return {p.name: p.asnumpy() for p in model._train_network.get_parameters()}  # pylint: disable=protected-access
 
     plain = run(None)
-    for options in ({}, {"probe_every": 3}):  # defaults, and a probe on every third step
+    # defaults; a probe on every third step; every export on (histograms of the updates on each probe step)
+    for options in ({}, {"probe_every": 3}, {"probe_every": 2, "summary_dir": str(tmp_path), "tensorboard": True}):
         doctored = run(options)
         assert plain.keys() == doctored.keys()  # no probe buffer leaks into the train network
         for name, value in plain.items():

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -190,6 +191,25 @@ def test_usage_errors_exit_2(project, capsys):
     assert main([]) == 2
     assert main(["report", str(project)]) == 2
     assert "has no doctor_report.json" in capsys.readouterr().err
+
+
+def test_report_tensorboard_flag(project, capsys, monkeypatch):
+    (project / "doctor_report.json").write_text("{}")
+    assert main(["report", str(project)]) == 2
+    assert "nothing to do: give --html OUT and/or --tensorboard" in capsys.readouterr().err
+
+    def convert_run(run_dir):
+        if not (run_dir / "doctor_history.json").exists():
+            raise ModuleNotFoundError("No module named 'tensorboardX'", name="tensorboardX")
+        return run_dir / "events.out.tfevents.1.host"
+
+    # the writer itself is tested in its own module; here only the command around it
+    monkeypatch.setitem(sys.modules, "mindspore_doctor.export.tensorboard", SimpleNamespace(convert_run=convert_run))
+    assert main(["report", str(project), "--tensorboard"]) == 2
+    assert capsys.readouterr().err == "msdoctor: the TensorBoard export needs tensorboardX: pip install tensorboardX\n"
+    (project / "doctor_history.json").write_text("{}")
+    assert main(["report", str(project), "--tensorboard"]) == 0
+    assert capsys.readouterr().err == f"msdoctor: wrote {project / 'events.out.tfevents.1.host'}\n"
 
 
 def test_sarif_output_file(project, capsys):

@@ -108,7 +108,7 @@ def test_cells_are_restored_and_the_report_written_when_the_loop_raises(tmp_path
     ms.set_seed(0)
     net = MLP()
     optimizer = nn.SGD(net.trainable_params(), 1e-2)
-    doctor = Doctor(summary_dir=tmp_path)
+    doctor = Doctor(summary_dir=tmp_path, tensorboard=True)
     with pytest.raises(RuntimeError, match="user bug"):
         with doctor.watch(net, optimizer, loss_fn=nn.CrossEntropyLoss(), train_dataset=_data()) as run:
             assert type(net.relu) is not nn.ReLU and type(optimizer) is not nn.SGD  # probes installed
@@ -117,6 +117,12 @@ def test_cells_are_restored_and_the_report_written_when_the_loop_raises(tmp_path
     assert type(net.relu) is nn.ReLU and type(optimizer) is nn.SGD
     assert not hasattr(optimizer, "_msd_probing")
     assert json.loads((tmp_path / "doctor_report.json").read_text())["findings"] is not None
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path))  # the hand-written loop's TensorBoard file, closed like the others
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("doctor/loss")] == [(1, 1.0)]
+    assert "final, end of training" in events.Tensors("doctor/findings")[-1].tensor_proto.string_val[0].decode()
 
 
 @pytest.mark.parametrize("loss_read", ["step", "deferred"])

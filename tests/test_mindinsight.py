@@ -141,7 +141,7 @@ def test_histograms_of_the_layers_that_matter(tmp_path):
     assert writer.histogram_targets(report, order) == ["layer3.weight", "layer0.weight", "layer5.weight"]
     assert writer.histogram_targets(None, order[:1]) == ["layer0.weight"]
     values = np.array([0.0, 1.0, 2.0, 3.0, np.nan], dtype=np.float32)
-    writer.write_histograms(7, weights={"layer3.weight": values}, grads={"layer3.weight": values * 2})
+    writer.write_histograms(7, weights={"layer3.weight": values}, updates={"layer3.weight": values * 2})
     writer.close()
     pb = mi._summary_pb2()
     events = [pb.Event.FromString(p) for p in mi.decode_records(writer.path.read_bytes())]
@@ -151,7 +151,7 @@ def test_histograms_of_the_layers_that_matter(tmp_path):
     assert (event.step, weight.count, weight.nan_count, weight.min, weight.max, weight.sum) == (7, 5, 1, 0, 3, 6)
     assert sum(b.count for b in weight.buckets) == 4
     assert len(weight.buckets) <= 90  # MindInsight drops histograms with more buckets
-    assert hist["doctor/grad/layer3.weight"].max == 6
+    assert hist["doctor/update/layer3.weight"].max == 6
 
 
 def test_lineage_columns_rank_codes_by_severity():

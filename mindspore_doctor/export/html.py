@@ -17,7 +17,7 @@ from typing import Any, Callable
 from mindspore_doctor._io import HISTORY_FILE, HTML_FILE, REPORT_FILE, atomic_write_text
 from mindspore_doctor.catalog import RULES
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.export.mindinsight import spread_evenly
+from mindspore_doctor.export.summary import spread_evenly
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.signals import TrainingHistory
 

@@ -26,26 +26,21 @@ the one MindInsight keeps for the run.
 """
 from __future__ import annotations
 
-import atexit
 import functools
-import itertools
-import math
 import os
 import platform
 import struct
-import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
-import google_crc32c
+import crc32c
 import numpy as np
 
 from mindspore_doctor._io import atomic_write_bytes
+from mindspore_doctor.export.summary import TAG_PREFIX, BufferedSummaryWriter, finite, unique_file_tag
 from mindspore_doctor.findings import Report, Severity
-from mindspore_doctor.signals import StepSignals
 
-TAG_PREFIX = "doctor"
 FILE_PREFIX = "doctor"
 EVENTS_SUFFIX = "_doctor"
 LINEAGE_SUFFIX = "_lineage"
@@ -53,12 +48,8 @@ HISTOGRAM_BINS = 30
 """MindInsight drops histograms with more than 90 original buckets."""
 TOP_CODES = 3
 """How many of the most severe codes the lineage column lists."""
-RELU_LIKE = ("relu", "relu6", "leakyrelu", "elu", "gelu", "silu", "prelu", "hswish", "mish")
 
 _MASK_DELTA = 0xA282EAD8
-_file_counter = itertools.count()
-_open_writers: dict[str, "MindInsightWriter"] = {}
-_open_writers_lock = threading.Lock()
 
 
 def _summary_pb2() -> Any:
@@ -76,7 +67,7 @@ def _lineage_pb2() -> Any:
 
 def masked_crc32c(data: bytes) -> int:
     """CRC32C rotated and offset as the TFRecord/MindSpore summary framing stores it."""
-    crc = google_crc32c.value(data)
+    crc = crc32c.crc32c(data)
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -137,21 +128,7 @@ def decode_records(data: bytes) -> list[bytes]:
 def _event_file_name(seconds: int, suffix: str) -> str:
     """``doctor.out.events.summary.<seconds>.<pid>-<n>.<host><suffix>``: unique per writer in a process."""
     host = "".join(c if c.isalnum() or c in "-_" else "_" for c in platform.node()) or "host"
-    return f"{FILE_PREFIX}.out.events.summary.{seconds}.{os.getpid()}-{next(_file_counter)}.{host}{suffix}"
-
-
-def _finite(value: Any) -> bool:
-    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def spread_evenly(names: list[str], limit: int) -> list[str]:
-    """At most ``limit`` names evenly spread over network order, first and last included."""
-    if len(names) <= limit:
-        return list(names)
-    if limit <= 1:
-        return names[:limit]
-    picks = sorted({round(i * (len(names) - 1) / (limit - 1)) for i in range(limit)})
-    return [names[i] for i in picks]
+    return f"{FILE_PREFIX}.out.events.summary.{seconds}.{unique_file_tag()}.{host}{suffix}"
 
 
 def fill_histogram(histogram: Any, values: np.ndarray, bins: int = HISTOGRAM_BINS) -> None:
@@ -200,191 +177,58 @@ def lineage_values(report: Report) -> dict[str, int | str]:
     }
 
 
-def finding_count_scalars(report: Report) -> dict[str, float]:
-    """``findings/<severity>`` and ``findings/<code>``: cumulative counts, one point per written step."""
-    scalars = {f"findings/{severity}": float(n) for severity, n in report.counts().items()}
-    for f in report.findings:
-        key = f"findings/{f.code}"
-        scalars[key] = scalars.get(key, 0.0) + 1.0
-    return scalars
+class MindInsightWriter(BufferedSummaryWriter):
+    """Appends the Doctor's scalars and histograms to one summary file in ``summary_dir``."""
 
+    check = "mindinsight"
+    # no update histograms on probe steps: a histogram message costs ~1.5 ms per tensor in pure-Python protobuf
 
-def step_scalars(signals: StepSignals, layers: Iterable[str], cells: Iterable[str]) -> dict[str, float]:
-    """Scalar tags (without the ``doctor/`` prefix) of one step's signals, limited to chosen layers/cells."""
-    scalars: dict[str, Any] = {"loss": signals.loss, "grad_norm/global": signals.global_grad_norm}
-    if signals.overflow is not None:
-        scalars["overflow"] = float(signals.overflow)
-    scalars["loss_scale"] = signals.loss_scale
-    for name in layers if (signals.grad_norm or signals.update_ratio) else ():
-        scalars[f"grad_norm/{name}"] = signals.grad_norm.get(name)
-        scalars[f"update_ratio/{name}"] = signals.update_ratio.get(name)
-    for cell in cells:
-        stats = signals.activations.get(cell)
-        if stats is None:
-            continue
-        scalars[f"activation_mean_abs/{cell}"] = stats.mean_abs
-        if stats.kind.lower() in RELU_LIKE:
-            scalars[f"dead_fraction/{cell}"] = stats.dead_fraction
-        else:
-            scalars[f"saturated_fraction/{cell}"] = stats.saturated_fraction
-    return {k: float(v) for k, v in scalars.items() if _finite(v)}
-
-
-class MindInsightWriter:
-    """Appends the Doctor's scalars and histograms to one summary file in ``summary_dir``.
-
-    One writer per directory in a process: opening a second one on the same
-    directory (a new run) closes the first, so several runs in one process each
-    get their own file.
-    """
-
-    def __init__(
-        self,
-        summary_dir: str | os.PathLike,
-        *,
-        max_layers: int = 24,
-        histogram_layers: int = 4,
-        flush_seconds: float = 10.0,
-    ) -> None:
-        self.summary_dir = Path(summary_dir)
-        self.summary_dir.mkdir(parents=True, exist_ok=True)
-        self.max_layers = max_layers
-        self.histogram_layers = histogram_layers
-        self.flush_seconds = flush_seconds
+    def __init__(self, summary_dir: str | os.PathLike, **options: Any) -> None:
+        super().__init__(summary_dir, **options)
         self.path = self.summary_dir / _event_file_name(int(time.time()), EVENTS_SUFFIX)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._pending: list[bytes | tuple[int, float, dict[str, float]]] = []
-        self._counts: tuple[int, dict[str, float]] = (-1, {})
-        self._last_flush = time.monotonic()
-        self._layers: list[str] | None = None
-        self._cells: list[str] | None = None
-        self._last_loss: float | None = None
-        self._last_step = 0
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
         pb = _summary_pb2()
         self._event_cls = pb.Event
-        self._append(pb.Event(wall_time=time.time(), version="MindSpore.Event:1"))
+        self._pending.append(encode_record(pb.Event(wall_time=time.time(), version="MindSpore.Event:1")
+                                           .SerializeToString()))
         self.flush()
-        key = os.path.realpath(self.summary_dir)
-        with _open_writers_lock:
-            previous = _open_writers.get(key)
-            _open_writers[key] = self
-        if previous is not None:
-            previous.close()
+        self._register()
 
     @property
     def closed(self) -> bool:
         return self._fd is None
 
-    def _append(self, event: Any) -> None:
-        self._pending.append(encode_record(event.SerializeToString()))
+    def _histogram_event(self, step: int, arrays: Mapping[str, np.ndarray]) -> bytes:
+        event = self._event_cls(wall_time=time.time(), step=step)
+        for tag, values in arrays.items():
+            fill_histogram(event.summary.value.add(tag=tag).histogram, values)
+        return encode_record(event.SerializeToString())
 
-    def _append_scalars(self, step: int, scalars: dict[str, float]) -> None:
-        """Keep the numbers only; :meth:`flush` encodes them."""
-        self._pending.append((int(step), time.time(), scalars))
-
-    def _finding_counts(self, report: Report) -> dict[str, float]:
-        """Recomputed only when the report grew (findings are only ever added)."""
-        if self._counts[0] != len(report.findings):
-            self._counts = (len(report.findings), finding_count_scalars(report))
-        return self._counts[1]
-
-    def _choose_series(self, signals: StepSignals) -> None:
-        """Fix which layers and cells get per-layer tags (MindInsight keeps 300 tags per run)."""
-        if self._layers is None and (signals.grad_norm or signals.update_ratio):
-            names = list(dict.fromkeys([*signals.grad_norm, *signals.update_ratio]))
-            self._layers = spread_evenly(names, self.max_layers)
-        if self._cells is None and signals.activations:
-            cells = sorted(signals.activations, key=lambda c: signals.activations[c].order)
-            self._cells = spread_evenly(cells, max(self.max_layers // 2, 1))
-
-    def write_step(self, signals: StepSignals, report: Report | None = None,
-                   episodes: Mapping[str, float] | None = None) -> None:
-        """Buffer one step's signals (and the report's finding counts so far, and ``episodes``: the lifecycle's
-        ``findings/<code>/open|resolved`` counts). Cheap: no I/O most steps."""
-        if self.closed:
-            return
-        self._choose_series(signals)
-        scalars = step_scalars(signals, self._layers or (), self._cells or ())
-        if report is not None:
-            scalars.update(self._finding_counts(report))
-        scalars.update(episodes or {})
-        if _finite(signals.loss):
-            self._last_loss = float(signals.loss)
-        self._last_step = max(self._last_step, int(signals.step))
-        if scalars:
-            self._append_scalars(signals.step, scalars)
-        if time.monotonic() - self._last_flush >= self.flush_seconds:
-            self.flush()
-
-    def histogram_targets(self, report: Report | None, parameter_order: list[str]) -> list[str]:
-        """The parameters worth a histogram: those named in findings (most severe first), then first and last."""
-        named = [
-            f.location["parameter"]
-            for f in (report.sorted() if report is not None else [])
-            if f.location.get("parameter") in parameter_order
-        ]
-        ends = [parameter_order[0], parameter_order[-1]] if parameter_order else []
-        return list(dict.fromkeys([*named, *ends]))[: self.histogram_layers]
-
-    def write_histograms(
-        self,
-        step: int,
-        weights: Mapping[str, np.ndarray] | None = None,
-        grads: Mapping[str, np.ndarray] | None = None,
-    ) -> None:
-        """Buffer weight/gradient histograms (tags ``doctor/weight/<name>``, ``doctor/grad/<name>``)."""
-        if self.closed:
-            return
-        event = self._event_cls(wall_time=time.time(), step=int(step))
-        for kind, arrays in (("weight", weights or {}), ("grad", grads or {})):
-            for name, values in arrays.items():
-                value = event.summary.value.add(tag=f"{TAG_PREFIX}/{kind}/{name}")
-                fill_histogram(value.histogram, values)
-        if event.summary.value:
-            self._append(event)
-
-    def flush(self) -> None:
-        """Append everything buffered with one write (no fsync: the page cache survives a killed process)."""
-        if self._fd is None or not self._pending:
-            return
-        pending, self._pending = self._pending, []
+    def _append(self, pending: list[Any]) -> None:
+        """One ``write`` of every buffered record; scalar events encoded here, by hand (see the module doc)."""
         data = b"".join(
             item if isinstance(item, bytes) else encode_record(encode_scalar_event(
                 item[0], item[1], {f"{TAG_PREFIX}/{tag}": value for tag, value in item[2].items()}))
             for item in pending
         )
         os.write(self._fd, data)
-        self._last_flush = time.monotonic()
 
     def close(self, report: Report | None = None, run_info: Mapping[str, Any] | None = None,
-              episodes: Mapping[str, float] | None = None) -> Path | None:
-        """Flush and close the event file; with a report, also write the lineage file. Returns its path.
-
-        The final counts are written at the last step: resolved findings (the lifecycle) count as info there.
-        """
-        if report is not None and not self.closed:
-            self._append_scalars(self._last_step, {**finding_count_scalars(report), **(episodes or {})})
+              episodes: Mapping[str, float] | None = None, diagnosis: Mapping[str, Any] | None = None) -> Path | None:
+        """Flush and close the event file; with a report, also write the lineage file (``run_info``: the
+        hyperparameters; the diagnosis has no place in MindInsight). Returns the lineage file's path."""
+        self._final_counts(report, episodes)
         self.flush()
         if self._fd is not None:
             os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
-        with _open_writers_lock:
-            key = os.path.realpath(self.summary_dir)
-            if _open_writers.get(key) is self:
-                del _open_writers[key]
+        self._unregister()
         if report is None:
             return None
         info = dict(run_info or {})
-        info.setdefault("loss", self._last_loss)
+        info.setdefault("loss", self.last_loss)
         return write_lineage(self.summary_dir, report, info)
-
-
-@atexit.register
-def _flush_open_writers() -> None:
-    """A run that never reached ``on_train_end`` (exception, sys.exit) still keeps its buffered steps."""
-    for writer in list(_open_writers.values()):
-        writer.flush()
 
 
 _HYPER_FIELDS = {
@@ -418,7 +262,7 @@ def write_lineage(summary_dir: str | os.PathLike, report: Report, run_info: Mapp
     if info.get("train_dataset_size") is not None:
         train.train_lineage.train_dataset.train_dataset_size = int(info["train_dataset_size"])
     train.train_lineage.algorithm.network = str(info.get("network") or "")
-    if _finite(info.get("loss")):
+    if finite(info.get("loss")):
         train.train_lineage.algorithm.loss = float(info["loss"])
     custom = pb.LineageEvent(wall_time=time.time())
     for key, value in lineage_values(report).items():

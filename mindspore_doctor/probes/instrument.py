@@ -29,7 +29,7 @@ How it works (see docs/doctor.md, "How the probes work"):
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import mindspore as ms
@@ -280,19 +280,24 @@ class Instrumentation:
             for cell in self.activations.values():
                 cell._msd_sampling = probing  # pylint: disable=protected-access
 
-    def read_into(self, signals: StepSignals) -> None:
+    def read_into(self, signals: StepSignals, updates_of: Collection[str] = ()) -> dict[str, np.ndarray]:
         """Fill ``signals`` with the statistics of the last probed step; no parameter statistics when the
-        optimizer did not run (e.g. loss-scale overflow)."""
+        optimizer did not run (e.g. loss-scale overflow). Returns the update samples (``w_after - w_before``,
+        strided as in ``_update_sample``) of the parameters named in ``updates_of``, for histograms."""
         calls = self.optimizer_calls
         before, self._weights_before = self._weights_before, None
+        updates: dict[str, np.ndarray] = {}
         if calls != self._last_calls and before is not None:
             self._last_calls = calls
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/Inf are signals here
                 self._read_parameters(before, signals)
+                updates = {name: _update_sample(weight) - before[i] for i, (name, weight)
+                           in enumerate(zip(self.parameter_names, self.optimizer.parameters)) if name in updates_of}
         for order, (path, cell) in enumerate(self.activations.items()):
             stats = activation_stats(cell._msd_kind, cell._msd_sample.asnumpy(), order)  # pylint: disable=protected-access
             if stats is not None:
                 signals.activations[path] = stats
+        return updates
 
     def _read_parameters(self, before: list[np.ndarray], out: StepSignals) -> None:
         grad_sums = self.grad_sums.asnumpy().astype(np.float64)

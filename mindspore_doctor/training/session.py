@@ -88,7 +88,7 @@ class DoctorSession:
         self._final_probe: int | None = None  # a short run's last step, probed too (final_probe_step)
         self._unread: list[StepSignals] = []  # steps whose loss the (deferred) reader has not handed back yet
         self._repro_saved = False
-        self._summary: Any = None  # MindInsightWriter when summary_dir is set
+        self._writers: list[Any] = []  # export.summary.BufferedSummaryWriter: MindInsight, TensorBoard
         self._run_info: dict[str, Any] = {}
         self._backbone: Any = None
         self._evaluator: Any = None  # probes.evaluation.Evaluator when eval_dataset is given
@@ -167,18 +167,13 @@ class DoctorSession:
             self._evaluator = Evaluator(self.config.eval_dataset, self.config)
             self._eval_target = (backbone, loss_fn)
         self._emit(self.ranks.on_train_begin(args))  # a collective: every rank, never skipped
-        self._guard("mindinsight", (), lambda: self._open_summary(args, backbone, optimizer, loss_fn))
-
-    def _open_summary(self, args: Any, backbone: Any, optimizer: Any, loss_fn: Any) -> None:
-        """The Doctor's own summary file (MindSpore allows one SummaryRecord, SummaryCollector may hold it)."""
-        if not (self.config.summary_dir and self.config.mindinsight):
-            return
-        from mindspore_doctor.export.mindinsight import MindInsightWriter
-
         self._backbone = backbone
-        self._summary = MindInsightWriter(self.config.summary_dir, max_layers=self.config.mindinsight_max_layers,
-                                          histogram_layers=self.config.histogram_layers,
-                                          flush_seconds=self.config.summary_flush_seconds)
+        if self.config.summary_dir and (self.config.mindinsight or self.config.tensorboard):
+            self._guard("run-info", (), lambda: self._read_run_info(args, backbone, optimizer, loss_fn))
+            self._open_writers()
+
+    def _read_run_info(self, args: Any, backbone: Any, optimizer: Any, loss_fn: Any) -> None:
+        """The run's configuration, for the dashboards (MindInsight lineage, TensorBoard HParams) and the report."""
         dataset = args.train_dataset
         lr = getattr(optimizer, "learning_rate", None)
         self._run_info = {
@@ -192,6 +187,36 @@ class DoctorSession:
             "parallel_mode": getattr(args, "parallel_mode", None),
             "device_num": getattr(args, "device_number", None),
         }
+        self.report.meta["run"] = self._run_info
+
+    def _open_writers(self) -> None:
+        """The Doctor's own event files (MindSpore allows one SummaryRecord, SummaryCollector may hold it)."""
+        config = self.config
+        options = {"max_layers": config.mindinsight_max_layers, "histogram_layers": config.histogram_layers,
+                   "flush_seconds": config.summary_flush_seconds}
+        if config.mindinsight:
+            from mindspore_doctor.export.mindinsight import MindInsightWriter
+
+            self._add_writer("mindinsight", lambda: MindInsightWriter(config.summary_dir, **options))
+        if config.tensorboard:
+            self._add_writer("tensorboard", lambda: self._tensorboard_writer(options))
+
+    def _tensorboard_writer(self, options: dict[str, Any]) -> Any:
+        from mindspore_doctor.export.tensorboard import TensorBoardWriter
+
+        return TensorBoardWriter(self.config.summary_dir, run_info=self._run_info, **options)
+
+    def _add_writer(self, check: str, open_writer: Callable[[], Any]) -> None:
+        writer = self._guard(check, (), open_writer)
+        if writer is not None:
+            self._writers.append(writer)
+
+    def _each_writer(self, write: Callable[[Any], Any]) -> None:
+        """``write(writer)`` for every open writer; one that fails is closed off, the others go on."""
+        for writer in list(self._writers):
+            self._guard(writer.check, (), lambda: write(writer))
+            if writer.check in self._disabled:
+                self._writers.remove(writer)
 
     def _lint(self, backbone: Any, loss_fn: Any, optimizer: Any, train_network: Any, dataset: Any) -> None:
         """Static lint with what only training has: the train cell (MSD112), a real batch (MSD114)."""
@@ -249,7 +274,12 @@ class DoctorSession:
         self.history.append(signals)
         self._unread.append(signals)
         if self._probing and self._instrumentation is not None:
-            self._guard("training-probes", training_rules.PROBE_CODES, lambda: self._instrumentation.read_into(signals))
+            watched = (self._guard("histograms", (), self._histogram_names) or ()
+                       if any(w.updates_every_probe for w in self._writers) else ())
+            updates = self._guard("training-probes", training_rules.PROBE_CODES,
+                                  lambda: self._instrumentation.read_into(signals, watched))
+            if updates:
+                self._each_writer(lambda w: w.updates_every_probe and w.write_histograms(signals.step, updates=updates))
             self._guard("learning-rate", ("MSD210",), lambda: self._read_learning_rate(signals))
         self._take(reads, args)  # after the probes: the summary writes the step's signals as they are now
         if self._probing or args.dataset_sink_mode:
@@ -273,9 +303,9 @@ class DoctorSession:
             signals.loss, signals.overflow, signals.loss_scale = read.loss, read.overflow, read.loss_scale
             if signals.loss is not None and not math.isfinite(signals.loss):
                 self._nonfinite(signals, args)
-            if self._summary is not None:
-                self._guard("mindinsight", (), lambda: self._summary.write_step(
-                    signals, self.report, episodes=self._lifecycle.episodes(self.report)))
+            if self._writers:
+                episodes = self._lifecycle.episodes(self.report)
+                self._each_writer(lambda w: w.write_step(signals, self.report, episodes=episodes))
 
     def _nonfinite(self, signals: StepSignals, args: Any) -> None:
         self._evaluate(TrainingHistory(steps=[signals]), codes=("MSD201",))
@@ -348,7 +378,8 @@ class DoctorSession:
         if self._evaluator is not None and args.cur_epoch_num % self.config.eval_every == 0:
             self._guard("evaluation", _EVALUATION_CODES, lambda: self._run_evaluation(args))
         self._evaluate(self._recent_history())
-        self._guard("mindinsight", (), self._write_summary_epoch)
+        if self._writers:
+            self._write_summary_epoch(args)
         self._guard("write-report", (), self._write_files)
 
     def _judge_evaluations(self) -> None:
@@ -362,15 +393,26 @@ class DoctorSession:
         self._evaluator.run(*self._eval_target, args.cur_epoch_num, train_dataset=args.train_dataset)
         self.report.meta["evaluation"] = self._evaluator.to_dict()  # in every report written from now on
 
-    def _write_summary_epoch(self) -> None:
-        """Weight histograms of the layers that matter, then append the buffered steps to disk."""
-        if self._summary is None:
-            return
+    def _histogram_names(self) -> list[str]:
+        """The parameters whose weights and updates get histograms: those named in findings, first, last."""
+        order = self.history.parameter_order or [p.name for p in self._backbone.trainable_params()]
+        return self._writers[0].histogram_targets(self.report, order)
+
+    def _weights(self) -> dict[str, np.ndarray]:
         params = {p.name: p for p in self._backbone.trainable_params()}
-        names = self._summary.histogram_targets(self.report, self.history.parameter_order or list(params))
-        step = self.history.steps[-1].step if self.history.steps else 0
-        self._summary.write_histograms(step, weights={n: params[n].asnumpy() for n in names if n in params})
-        self._summary.flush()
+        return {n: params[n].asnumpy() for n in self._histogram_names() if n in params}
+
+    def _write_summary_epoch(self, args: Any) -> None:
+        """Weight histograms of the layers that matter, the findings table, then the buffered steps to disk."""
+        step = int(args.cur_step_num)
+        weights = self._guard("histograms", (), self._weights) or {}
+        self._each_writer(lambda w: w.write_histograms(step, weights=weights))
+        if any(w.shows_findings for w in self._writers):
+            from mindspore_doctor.diagnosis import diagnose
+
+            diagnosis = self._guard("diagnosis", (), lambda: diagnose(self.report, history=self.history).to_dict())
+            self._each_writer(lambda w: w.write_findings(self.report, diagnosis, step))
+        self._each_writer(lambda w: w.flush())
 
     def end(self, args: Any) -> None:
         """After the last step (or when training raised): judge the whole run, restore the network, write."""
@@ -387,9 +429,9 @@ class DoctorSession:
         self.restore()
         self._guard("diagnosis", (), self._diagnose)
         print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
-        self._guard("mindinsight", (), self._close_summary)
-        self._guard("write-report", (), self._write_files)
+        self._close_writers()
         self._guard("html-report", (), self._write_html)
+        self._guard("write-report", (), self._write_files)  # last: with what went wrong writing the others
         self._guard("merge-ranks", (), self._merge_ranks)  # last: a collective every rank enters
 
     def restore(self) -> None:
@@ -403,10 +445,12 @@ class DoctorSession:
 
         self.report.meta["diagnosis"] = diagnose(self.report, history=self.history).to_dict()
 
-    def _close_summary(self) -> None:
-        if self._summary is not None:
-            summary, self._summary = self._summary, None
-            summary.close(self.report, self._run_info, episodes=self._lifecycle.episodes(self.report))
+    def _close_writers(self) -> None:
+        """Final counts, MindInsight's lineage, TensorBoard's final findings table and HParams."""
+        episodes = self._lifecycle.episodes(self.report)
+        diagnosis = self.report.meta.get("diagnosis")
+        self._each_writer(lambda w: w.close(self.report, self._run_info, episodes=episodes, diagnosis=diagnosis))
+        self._writers = []
 
     def _write_html(self) -> None:
         if self.config.summary_dir and self.config.html_report:

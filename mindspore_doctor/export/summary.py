@@ -1,0 +1,223 @@
+"""What the dashboard exports (MindInsight, TensorBoard) plot, and the buffering they share.
+
+Per step a writer only keeps the step's numbers in a buffer; a subclass encodes
+the buffer and appends it to its file every ``flush_seconds`` and at
+:meth:`BufferedSummaryWriter.flush` (the Doctor calls it at each epoch end), so
+a training step pays for a few dictionary operations, not for protobuf.
+"""
+from __future__ import annotations
+
+import atexit
+import itertools
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Iterable, Mapping
+
+import numpy as np
+
+from mindspore_doctor.findings import Report
+from mindspore_doctor.signals import StepSignals
+
+TAG_PREFIX = "doctor"
+RELU_LIKE = ("relu", "relu6", "leakyrelu", "elu", "gelu", "silu", "prelu", "hswish", "mish")
+
+_file_counter = itertools.count()
+_open_writers: dict[tuple[str, str], "BufferedSummaryWriter"] = {}
+_open_writers_lock = threading.Lock()
+
+
+def unique_file_tag() -> str:
+    """``<pid>-<n>``: two writers of one process, opened in the same second, never share a file name."""
+    return f"{os.getpid()}-{next(_file_counter)}"
+
+
+def finite(value: Any) -> bool:
+    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def spread_evenly(names: list[str], limit: int) -> list[str]:
+    """At most ``limit`` names evenly spread over network order, first and last included."""
+    if len(names) <= limit:
+        return list(names)
+    if limit <= 1:
+        return names[:limit]
+    picks = sorted({round(i * (len(names) - 1) / (limit - 1)) for i in range(limit)})
+    return [names[i] for i in picks]
+
+
+def finding_count_scalars(report: Report) -> dict[str, float]:
+    """``findings/<severity>`` and ``findings/<code>``: cumulative counts, one point per written step."""
+    scalars = {f"findings/{severity}": float(n) for severity, n in report.counts().items()}
+    for f in report.findings:
+        key = f"findings/{f.code}"
+        scalars[key] = scalars.get(key, 0.0) + 1.0
+    return scalars
+
+
+def step_scalars(signals: StepSignals, layers: Iterable[str], cells: Iterable[str]) -> dict[str, float]:
+    """Scalar tags (without the ``doctor/`` prefix) of one step's signals, limited to chosen layers/cells."""
+    scalars: dict[str, Any] = {"loss": signals.loss, "grad_norm/global": signals.global_grad_norm}
+    if signals.overflow is not None:
+        scalars["overflow"] = float(signals.overflow)
+    scalars["loss_scale"] = signals.loss_scale
+    for name in layers if (signals.grad_norm or signals.update_ratio) else ():
+        scalars[f"grad_norm/{name}"] = signals.grad_norm.get(name)
+        scalars[f"update_ratio/{name}"] = signals.update_ratio.get(name)
+    for cell in cells:
+        stats = signals.activations.get(cell)
+        if stats is None:
+            continue
+        scalars[f"activation_mean_abs/{cell}"] = stats.mean_abs
+        if stats.kind.lower() in RELU_LIKE:
+            scalars[f"dead_fraction/{cell}"] = stats.dead_fraction
+        else:
+            scalars[f"saturated_fraction/{cell}"] = stats.saturated_fraction
+    return {k: float(v) for k, v in scalars.items() if finite(v)}
+
+
+class BufferedSummaryWriter:
+    """The Doctor's series for one dashboard file in ``summary_dir``; subclasses encode and append.
+
+    One writer of a kind per directory in a process: opening a second one on the
+    same directory (a new run) closes the first, so several runs in one process
+    each get their own file.
+    """
+
+    check: ClassVar[str]
+    """The name its failures are reported under (MSD001/MSD002 ``location.check``)."""
+    shows_findings: ClassVar[bool] = False
+    """The dashboard can show the findings table itself (:meth:`write_findings`), not only their counts."""
+    updates_every_probe: ClassVar[bool] = False
+    """Histograms of the weight updates on every probe step, not only weights at epoch ends."""
+
+    def __init__(self, summary_dir: str | os.PathLike, *, max_layers: int = 24, histogram_layers: int = 4,
+                 flush_seconds: float = 10.0) -> None:
+        self.summary_dir = Path(summary_dir)
+        self.summary_dir.mkdir(parents=True, exist_ok=True)
+        self.max_layers = max_layers
+        self.histogram_layers = histogram_layers
+        self.flush_seconds = flush_seconds
+        self._pending: list[Any] = []  # (step, wall_time, scalars) tuples, or events a subclass encoded already
+        self._counts: tuple[int, dict[str, float]] = (-1, {})
+        self._last_flush = time.monotonic()
+        self._layers: list[str] | None = None
+        self._cells: list[str] | None = None
+        self.last_loss: float | None = None
+        self.last_step = 0
+
+    def _register(self) -> None:
+        """Call once the file is open: from now on this is the directory's writer of its kind."""
+        key = (type(self).__name__, os.path.realpath(self.summary_dir))
+        with _open_writers_lock:
+            previous = _open_writers.get(key)
+            _open_writers[key] = self
+        if previous is not None:
+            previous.close()
+
+    def _unregister(self) -> None:
+        key = (type(self).__name__, os.path.realpath(self.summary_dir))
+        with _open_writers_lock:
+            if _open_writers.get(key) is self:
+                del _open_writers[key]
+
+    @property
+    def closed(self) -> bool:
+        raise NotImplementedError
+
+    def _finding_counts(self, report: Report) -> dict[str, float]:
+        """Recomputed only when the report grew (findings are only ever added)."""
+        if self._counts[0] != len(report.findings):
+            self._counts = (len(report.findings), finding_count_scalars(report))
+        return self._counts[1]
+
+    def _choose_series(self, signals: StepSignals) -> None:
+        """Fix which layers and cells get per-layer tags (MindInsight keeps 300 tags per run)."""
+        if self._layers is None and (signals.grad_norm or signals.update_ratio):
+            names = list(dict.fromkeys([*signals.grad_norm, *signals.update_ratio]))
+            self._layers = spread_evenly(names, self.max_layers)
+        if self._cells is None and signals.activations:
+            cells = sorted(signals.activations, key=lambda c: signals.activations[c].order)
+            self._cells = spread_evenly(cells, max(self.max_layers // 2, 1))
+
+    def write_step(self, signals: StepSignals, report: Report | None = None,
+                   episodes: Mapping[str, float] | None = None) -> None:
+        """Buffer one step's signals (and the report's finding counts so far, and ``episodes``: the lifecycle's
+        ``findings/<code>/open|resolved`` counts). Cheap: no I/O most steps."""
+        if self.closed:
+            return
+        self._choose_series(signals)
+        scalars = step_scalars(signals, self._layers or (), self._cells or ())
+        if report is not None:
+            scalars.update(self._finding_counts(report))
+        scalars.update(episodes or {})
+        if finite(signals.loss):
+            self.last_loss = float(signals.loss)
+        self.last_step = max(self.last_step, int(signals.step))
+        if scalars:
+            self._pending.append((int(signals.step), time.time(), scalars))
+        if time.monotonic() - self._last_flush >= self.flush_seconds:
+            self.flush()
+
+    def histogram_targets(self, report: Report | None, parameter_order: list[str]) -> list[str]:
+        """The parameters worth a histogram: those named in findings (most severe first), then first and last."""
+        named = [
+            f.location["parameter"]
+            for f in (report.sorted() if report is not None else [])
+            if f.location.get("parameter") in parameter_order
+        ]
+        ends = [parameter_order[0], parameter_order[-1]] if parameter_order else []
+        return list(dict.fromkeys([*named, *ends]))[: self.histogram_layers]
+
+    def write_histograms(self, step: int, weights: Mapping[str, np.ndarray] | None = None,
+                         updates: Mapping[str, np.ndarray] | None = None) -> None:
+        """Buffer weight and update histograms (tags ``doctor/weight/<name>``, ``doctor/update/<name>``)."""
+        if self.closed:
+            return
+        arrays = {f"{TAG_PREFIX}/{kind}/{name}": values
+                  for kind, named in (("weight", weights or {}), ("update", updates or {}))
+                  for name, values in named.items()}
+        if arrays:
+            self._pending.append(self._histogram_event(int(step), arrays))
+
+    def _histogram_event(self, step: int, arrays: Mapping[str, np.ndarray]) -> Any:
+        raise NotImplementedError
+
+    def write_findings(self, report: Report, diagnosis: Mapping[str, Any] | None, step: int) -> None:
+        """Buffer the findings table as of ``step`` (only where :attr:`shows_findings`)."""
+
+    def close(self, report: Report | None = None, run_info: Mapping[str, Any] | None = None,
+              episodes: Mapping[str, float] | None = None, diagnosis: Mapping[str, Any] | None = None) -> Path | None:
+        """Write the final counts (and what the dashboard keeps of the run: ``run_info``, the ``diagnosis``),
+        then close the file."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """Encode and append everything buffered (no fsync: the page cache survives a killed process)."""
+        if self.closed or not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        self._append(pending)
+        self._last_flush = time.monotonic()
+
+    def _append(self, pending: list[Any]) -> None:
+        raise NotImplementedError
+
+    def _final_counts(self, report: Report | None, episodes: Mapping[str, float] | None) -> None:
+        """The final counts, at the last step: resolved findings (the lifecycle) count as info there."""
+        if report is not None and not self.closed:
+            self._pending.append(self._final_item(self.last_step, {**finding_count_scalars(report), **(episodes or {})}))
+
+    def _final_item(self, step: int, scalars: dict[str, float]) -> Any:
+        return step, time.time(), scalars
+
+
+@atexit.register
+def _flush_open_writers() -> None:
+    """A run that never reached ``on_train_end`` (exception, sys.exit) still keeps its buffered steps."""
+    with _open_writers_lock:
+        writers = list(_open_writers.values())
+    for writer in writers:
+        writer.flush()

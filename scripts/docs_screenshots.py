@@ -1,0 +1,174 @@
+"""Regenerate the documentation's screenshots (docs/images/*.png) from a Doctor run.
+
+    mkdir -p /tmp/shots && cd /tmp/shots && /path/to/repo/.venv/bin/msdoctor demo --summary-dir /tmp/shots/runs/demo
+    .venv/bin/python scripts/docs_screenshots.py /tmp/shots/runs            # from the repository root
+
+RUN_BASE_DIR holds the run (a Doctor ``summary_dir`` with TensorBoard on) as a subdirectory, ``--run`` names it
+when there are several. TensorBoard (scripts/tensorboard.sh) and MindInsight (scripts/mindinsight.sh) are started
+over RUN_BASE_DIR on free loopback ports and stopped at the end; a headless Chromium (the tests' browser setup,
+/usr/bin/chromium) photographs, with a 1400x1000 viewport:
+
+* tensorboard-text.png     the findings table on TensorBoard's Text tab
+* tensorboard-scalars.png  the Doctor's main series on the Scalars tab
+* mindinsight-dashboard.png  MindInsight 2.3.1's training dashboard of the run
+* html-report.png          doctor_report.html, opened from disk
+
+Each page is photographed once its content is drawn (never a loading spinner); an image over 400 KB is reduced to
+a 256-colour palette.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import subprocess
+import sys
+import time
+import urllib.parse
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from test_html_browser import CHROMEDRIVER, CHROMIUM, CHROMIUM_FLAGS, ensure_chromium  # noqa: E402
+from test_mindinsight_server import free_port  # noqa: E402
+
+VIEWPORT = (1400, 1000)
+MAX_BYTES = 400_000
+SCALAR_TAGS = r"doctor/(loss|grad_norm/global|dead_fraction/.*|findings/error)$"
+DEEP_FIND = """
+// Every element matching the CSS selector, in the document and in every shadow root below it (Polymer, Angular).
+function deepAll(selector, root = document, found = []) {
+  for (const el of root.querySelectorAll('*')) {
+    if (el.matches(selector)) found.push(el);
+    if (el.shadowRoot) deepAll(selector, el.shadowRoot, found);
+  }
+  return found;
+}
+"""
+TEXT_TABLE = DEEP_FIND + """
+// The findings table itself (TensorBoard wraps the whole text in a one-cell table without a head).
+return deepAll('table').find(t => t.tHead && t.textContent.includes(arguments[0])) || null;"""
+SCROLL_TO_TOP = """
+// Scroll the element's nearest scrolling ancestor (across shadow roots) so that the element starts at its top.
+const el = arguments[0];
+for (let node = el.parentNode; node; node = node.parentNode || node.host) {
+  if (node.nodeType === 1 && node.scrollHeight > node.clientHeight + 1
+      && ['auto', 'scroll'].includes(getComputedStyle(node).overflowY)) {
+    node.scrollTop += el.getBoundingClientRect().top - node.getBoundingClientRect().top - 8;
+    return node.tagName;
+  }
+}
+return null;"""
+SCALAR_CHARTS = DEEP_FIND + """
+// Ready when every chart has drawn its line (a card's path.line appears with its data).
+const cards = deepAll('tf-scalar-card');
+return cards.length > 0 && cards.every(c => deepAll('path.line', c.shadowRoot || c).length > 0);"""
+MINDINSIGHT_CHARTS = """
+const canvases = [...document.querySelectorAll('canvas')].filter(c => c.width > 0 && c.height > 0);
+const loading = [...document.querySelectorAll('.el-loading-mask')].filter(m => m.offsetParent !== null);
+return canvases.length >= 2 && loading.length === 0;"""
+HTML_REPORT = "return document.querySelectorAll('#findings-table tbody tr').length > 0 " \
+              "&& document.querySelectorAll('figure svg').length > 0;"
+
+
+def run_name(base: Path, wanted: str | None) -> str:
+    runs = sorted(p.parent.name for p in base.glob("*/doctor_report.json"))
+    if wanted is None and len(runs) == 1:
+        return runs[0]
+    if wanted in runs:
+        return wanted
+    raise SystemExit(f"{base}: runs with a doctor_report.json: {runs or 'none'}; name one with --run")
+
+
+def start_server(script: str, base: Path, stack: ExitStack) -> str:
+    port = str(free_port())
+    command = ["bash", str(ROOT / "scripts" / script)]
+    stack.callback(subprocess.run, [*command, "stop", str(base), port], capture_output=True, timeout=120)
+    return subprocess.run([*command, "start", str(base), port], check=True, capture_output=True, text=True,
+                          timeout=300).stdout.strip()
+
+
+def browser(stack: ExitStack) -> Any:
+    ensure_chromium()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (*CHROMIUM_FLAGS, f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    stack.callback(driver.quit)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": VIEWPORT[0], "height": VIEWPORT[1], "deviceScaleFactor": 1, "mobile": False})
+    return driver
+
+
+def wait(driver: Any, what: str, script: str, *args: Any, timeout: float = 90, settle: float = 1.5) -> Any:
+    """Poll ``script`` until it answers truthy, then let animations settle."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = driver.execute_script(script, *args)
+        if answer:
+            time.sleep(settle)
+            return answer
+        time.sleep(0.5)
+    raise SystemExit(f"{what}: the page did not finish drawing in {timeout:.0f}s ({driver.current_url})")
+
+
+def save(driver: Any, path: Path) -> None:
+    png = driver.get_screenshot_as_png()
+    if len(png) > MAX_BYTES:
+        from PIL import Image
+
+        buffer = io.BytesIO()
+        Image.open(io.BytesIO(png)).convert("RGB").quantize(256).save(buffer, "PNG", optimize=True)
+        png = buffer.getvalue()
+    path.write_bytes(png)
+    print(f"{path} ({len(png) // 1024} KB)")
+
+
+def shoot(driver: Any, out: Path, name: str, url: str, ready: Callable[[], Any]) -> None:
+    driver.get(url)
+    ready()
+    save(driver, out / name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("base", type=Path, help="run base dir (the parent of the Doctor's summary_dir)")
+    parser.add_argument("--run", help="the run's directory name under BASE (default: the only one)")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
+    args = parser.parse_args(argv)
+    base = args.base.resolve()
+    run = run_name(base, args.run)
+    report = json.loads((base / run / "doctor_report.json").read_text())
+    severe = [f["code"] for f in report["findings"] if f["severity"] in ("error", "warning")]
+    code = severe[0] if severe else report["findings"][0]["code"]
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    with ExitStack() as stack:
+        board = start_server("tensorboard.sh", base, stack)
+        insight = start_server("mindinsight.sh", base, stack)
+        driver = browser(stack)
+        def findings_table() -> None:  # the card scrolls on its own: bring the table's head to its top
+            table = wait(driver, "TensorBoard text", TEXT_TABLE, code)
+            driver.execute_script(SCROLL_TO_TOP, table)
+
+        shoot(driver, args.out, "tensorboard-text.png", f"{board}/#text", findings_table)
+        driver.execute_script("localStorage.setItem('_ignoreYOutliers', 'false')")  # whole curves, NaN marks too
+        tags = urllib.parse.quote(SCALAR_TAGS, safe="")
+        shoot(driver, args.out, "tensorboard-scalars.png", f"{board}/#scalars&tagFilter={tags}&_smoothingWeight=0",
+              lambda: wait(driver, "TensorBoard scalars", SCALAR_CHARTS, settle=2))
+        shoot(driver, args.out, "mindinsight-dashboard.png",
+              f"{insight}/#/train-manage/training-dashboard?id={urllib.parse.quote('./' + run, safe='')}",
+              lambda: wait(driver, "MindInsight dashboard", MINDINSIGHT_CHARTS, settle=3))
+        shoot(driver, args.out, "html-report.png", (base / run / "doctor_report.html").as_uri(),
+              lambda: wait(driver, "HTML report", HTML_REPORT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
