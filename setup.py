@@ -15,6 +15,7 @@ setup(
         "jinja2>=3.1",
         "matplotlib>=3.8",
         "tensorboardX==2.6.5",
+        "optuna>=4.9,<6",  # msdoctor tune: study, TPE and random samplers, pruners, RDB storage, importance
     ],
     extras_require={
         # the TensorBoard server (scripts/tensorboard.sh); the writer, tensorboardX, is a default dependency

@@ -13,19 +13,21 @@ from typing import TYPE_CHECKING, Any
 from mindspore_doctor.findings import Finding, Report, Severity
 
 __version__ = "0.1.0"
-__all__ = ["Doctor", "Finding", "Report", "Severity", "check_data", "lint", "sanity", "__version__"]
+__all__ = ["Doctor", "Finding", "Report", "Severity", "check_data", "lint", "sanity", "tune", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from mindspore_doctor.training.callback import Doctor
     from mindspore_doctor.data import check_data
     from mindspore_doctor.sanity_checks import sanity
     from mindspore_doctor.static.inspector import lint
+    from mindspore_doctor.tuner import tune
 
 _LAZY = {
     "lint": ("mindspore_doctor.static.inspector", "lint"),
     "Doctor": ("mindspore_doctor.training.callback", "Doctor"),
     "check_data": ("mindspore_doctor.data", "check_data"),
     "sanity": ("mindspore_doctor.sanity_checks", "sanity"),
+    "tune": ("mindspore_doctor.tuner", "tune"),
 }
 
 

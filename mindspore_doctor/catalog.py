@@ -84,6 +84,7 @@ RULES: dict[str, Rule] = {
         Rule("MSD403", "cannot-overfit-batch", _E, "model cannot fit one small batch"),
         Rule("MSD404", "worse-than-baseline", _E, "metric not better than a trivial predictor"),
         Rule("MSD405", "mode-switch-inconsistency", _W, "outputs change drastically between modes"),
+        Rule("MSD406", "tuning-optimistic-best", _W, "best of many trials scored on one small validation set"),
         # MSD5xx: distributed
         Rule("MSD501", "rank-init-mismatch", _E, "initial parameters differ across ranks"),
         Rule("MSD502", "rank-divergence", _E, "parameters drift apart across ranks"),

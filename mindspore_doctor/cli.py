@@ -261,6 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_sanity_arguments(sanity)
     sanity.set_defaults(handler=run_sanity_command)
 
+    tune = sub.add_parser("tune", help="hyperparameter search guided by the Doctor's diagnosis (Optuna)")
+    from mindspore_doctor.tuner.cli import add_tune_arguments, run_tune_command
+
+    add_tune_arguments(tune)
+    tune.set_defaults(handler=run_tune_command)
+
     report = sub.add_parser("report", help="render a finished run (its summary_dir)")
     report.add_argument("run_dir", metavar="RUN_DIR")
     report.add_argument("--html", metavar="OUT", help="write an HTML report here")
@@ -282,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "handler", None):
-            raise UsageError("missing COMMAND (lint, demo, sanity, report, rules, rule); see `msdoctor --help`")
+            raise UsageError("missing COMMAND (lint, demo, sanity, tune, report, rules, rule); see `msdoctor --help`")
         return args.handler(args)
     except UsageError as exc:
         print(f"msdoctor: {exc}", file=sys.stderr)

@@ -250,6 +250,11 @@ class DoctorConfig:
     """Parameters whose weight histograms are written at each epoch end (those named in findings first)."""
     summary_flush_seconds: float = 10.0
     """Buffered summary records are appended to disk at least this often (and at each epoch end)."""
+    hparams: Any = None
+    """Extra hyperparameters of the run (a dict: name -> str/number/bool), shown with the run's configuration: the
+    report's ``run`` section, TensorBoard's HParams, MindInsight's lineage columns (``tune`` passes each trial's)."""
+    print_summary: bool = True
+    """Print the findings at the end of training (``tune`` keeps them in each trial's attributes instead)."""
     html_report: bool = True
     """Write doctor_report.html next to doctor_report.json at the end of training."""
     tensorboard: bool = False

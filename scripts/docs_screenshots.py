@@ -2,6 +2,7 @@
 
     mkdir -p /tmp/shots && cd /tmp/shots && /path/to/repo/.venv/bin/msdoctor demo --summary-dir /tmp/shots/runs/demo
     .venv/bin/python scripts/docs_screenshots.py /tmp/shots/runs            # from the repository root
+    .venv/bin/python scripts/docs_screenshots.py --tune-report /tmp/tune_example/tune.html   # docs/tune.md's
 
 RUN_BASE_DIR holds the run (a Doctor ``summary_dir`` with TensorBoard on) as a subdirectory, ``--run`` names it
 when there are several. TensorBoard (scripts/tensorboard.sh) and MindInsight (scripts/mindinsight.sh) are started
@@ -12,6 +13,8 @@ over RUN_BASE_DIR on free loopback ports and stopped at the end; a headless Chro
 * tensorboard-scalars.png  the Doctor's main series on the Scalars tab
 * mindinsight-dashboard.png  MindInsight 2.3.1's training dashboard of the run
 * html-report.png          doctor_report.html, opened from disk
+* tune-report.png          with --tune-report: the page of ``msdoctor tune --html`` (needs no run, no server)
+* tune-plots.png           the same page at its plots: parameter importance, optimisation history
 
 Each page is photographed once its content is drawn (never a loading spinner); an image over 400 KB is reduced to
 a 256-colour palette.
@@ -71,6 +74,8 @@ const loading = [...document.querySelectorAll('.el-loading-mask')].filter(m => m
 return canvases.length >= 2 && loading.length === 0;"""
 HTML_REPORT = "return document.querySelectorAll('#findings-table tbody tr').length > 0 " \
               "&& document.querySelectorAll('figure svg').length > 0;"
+TUNE_REPORT = "return document.querySelectorAll('#trials-table tbody tr').length > 0 " \
+              "&& document.querySelectorAll('.chart-section svg').length > 0;"
 
 
 def run_name(base: Path, wanted: str | None) -> str:
@@ -136,37 +141,50 @@ def shoot(driver: Any, out: Path, name: str, url: str, ready: Callable[[], Any])
     save(driver, out / name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("base", type=Path, help="run base dir (the parent of the Doctor's summary_dir)")
-    parser.add_argument("--run", help="the run's directory name under BASE (default: the only one)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
-    args = parser.parse_args(argv)
-    base = args.base.resolve()
-    run = run_name(base, args.run)
+def shoot_run(driver: Any, base: Path, wanted: str | None, out: Path, stack: ExitStack) -> None:
+    """The run's pages: TensorBoard's text and scalars, MindInsight's dashboard, the HTML report."""
+    run = run_name(base, wanted)
     report = json.loads((base / run / "doctor_report.json").read_text())
     severe = [f["code"] for f in report["findings"] if f["severity"] in ("error", "warning")]
     code = severe[0] if severe else report["findings"][0]["code"]
+    board = start_server("tensorboard.sh", base, stack)
+    insight = start_server("mindinsight.sh", base, stack)
+
+    def findings_table() -> None:  # the card scrolls on its own: bring the table's head to its top
+        table = wait(driver, "TensorBoard text", TEXT_TABLE, code)
+        driver.execute_script(SCROLL_TO_TOP, table)
+
+    shoot(driver, out, "tensorboard-text.png", f"{board}/#text", findings_table)
+    driver.execute_script("localStorage.setItem('_ignoreYOutliers', 'false')")  # whole curves, NaN marks too
+    tags = urllib.parse.quote(SCALAR_TAGS, safe="")
+    shoot(driver, out, "tensorboard-scalars.png", f"{board}/#scalars&tagFilter={tags}&_smoothingWeight=0",
+          lambda: wait(driver, "TensorBoard scalars", SCALAR_CHARTS, settle=2))
+    shoot(driver, out, "mindinsight-dashboard.png",
+          f"{insight}/#/train-manage/training-dashboard?id={urllib.parse.quote('./' + run, safe='')}",
+          lambda: wait(driver, "MindInsight dashboard", MINDINSIGHT_CHARTS, settle=3))
+    shoot(driver, out, "html-report.png", (base / run / "doctor_report.html").as_uri(),
+          lambda: wait(driver, "HTML report", HTML_REPORT))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("base", type=Path, nargs="?", help="run base dir (the parent of the Doctor's summary_dir)")
+    parser.add_argument("--run", help="the run's directory name under BASE (default: the only one)")
+    parser.add_argument("--tune-report", type=Path, metavar="HTML", help="photograph this msdoctor tune --html page")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
+    args = parser.parse_args(argv)
+    if args.base is None and args.tune_report is None:
+        parser.error("give BASE, --tune-report or both")
     args.out.mkdir(parents=True, exist_ok=True)
-
     with ExitStack() as stack:
-        board = start_server("tensorboard.sh", base, stack)
-        insight = start_server("mindinsight.sh", base, stack)
         driver = browser(stack)
-        def findings_table() -> None:  # the card scrolls on its own: bring the table's head to its top
-            table = wait(driver, "TensorBoard text", TEXT_TABLE, code)
-            driver.execute_script(SCROLL_TO_TOP, table)
-
-        shoot(driver, args.out, "tensorboard-text.png", f"{board}/#text", findings_table)
-        driver.execute_script("localStorage.setItem('_ignoreYOutliers', 'false')")  # whole curves, NaN marks too
-        tags = urllib.parse.quote(SCALAR_TAGS, safe="")
-        shoot(driver, args.out, "tensorboard-scalars.png", f"{board}/#scalars&tagFilter={tags}&_smoothingWeight=0",
-              lambda: wait(driver, "TensorBoard scalars", SCALAR_CHARTS, settle=2))
-        shoot(driver, args.out, "mindinsight-dashboard.png",
-              f"{insight}/#/train-manage/training-dashboard?id={urllib.parse.quote('./' + run, safe='')}",
-              lambda: wait(driver, "MindInsight dashboard", MINDINSIGHT_CHARTS, settle=3))
-        shoot(driver, args.out, "html-report.png", (base / run / "doctor_report.html").as_uri(),
-              lambda: wait(driver, "HTML report", HTML_REPORT))
+        if args.base is not None:
+            shoot_run(driver, args.base.resolve(), args.run, args.out, stack)
+        if args.tune_report is not None:
+            shoot(driver, args.out, "tune-report.png", args.tune_report.resolve().as_uri(),
+                  lambda: wait(driver, "tune report", TUNE_REPORT))
+            driver.execute_script("document.getElementById('chart-importance').scrollIntoView()")
+            save(driver, args.out / "tune-plots.png")
     return 0
 
 

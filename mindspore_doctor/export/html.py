@@ -51,14 +51,14 @@ def _format_evidence(evidence: dict[str, Any]) -> str:
 _BACKTICKS = re.compile(r"`([^`]+)`")
 
 
-def _inline_code(text: str) -> Any:
+def inline_code(text: str) -> Any:
     """Escape, then show the `cell.path` / `param` names of messages as code."""
     import markupsafe
 
     return markupsafe.Markup(_BACKTICKS.sub(r"<code>\1</code>", str(markupsafe.escape(text))))
 
 
-def _finding_row(f: Finding) -> dict[str, Any]:
+def finding_row(f: Finding) -> dict[str, Any]:
     rule = RULES.get(f.code)
     return {
         "severity": f.severity.value,
@@ -70,35 +70,47 @@ def _finding_row(f: Finding) -> dict[str, Any]:
         "step": "" if f.step is None else f.step,
         "resolved_step": f.evidence.get("resolved_step") if f.resolved else None,
         "original_severity": f.evidence.get("original_severity") if f.resolved else None,
-        "message": _inline_code(f.message),
+        "message": inline_code(f.message),
         "evidence": _format_evidence(f.evidence),
-        "suggestion": _inline_code(f.suggestion),
+        "suggestion": inline_code(f.suggestion),
     }
+
+
+def figure_svg(draw: Callable[[Any, Any], None], height: float = 3.2, width: float = 9) -> str:
+    """A matplotlib figure drawn by ``draw(fig, ax)``, as an inline ``<svg>`` (no XML prolog, no metadata)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    try:
+        draw(fig, ax)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
+    finally:
+        plt.close(fig)
+    svg = buffer.getvalue()
+    return _METADATA.sub("", svg[svg.index("<svg") :])
+
+
+def template_environment() -> Any:
+    """The jinja2 environment of the package's HTML templates: autoescaped, strict about missing variables."""
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("mindspore_doctor", "export/templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
 
 
 class _Charts:
     """Each method draws one chart from the history, or returns None when there is nothing to draw."""
 
     def __init__(self, report: Report, history: TrainingHistory, config: DoctorConfig) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
-        self.plt = plt
         self.report, self.history, self.config = report, history, config
         self.probed = history.probed()
-
-    def _svg(self, draw: Callable[[Any, Any], None], height: float = 3.2) -> str:
-        fig, ax = self.plt.subplots(figsize=(9, height), layout="constrained")
-        try:
-            draw(fig, ax)
-            buffer = io.StringIO()
-            fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-        finally:
-            self.plt.close(fig)
-        svg = buffer.getvalue()
-        return _METADATA.sub("", svg[svg.index("<svg") :])
 
     def loss(self) -> str | None:
         losses = [(s, v) for s, v in self.history.losses if math.isfinite(v)]
@@ -122,7 +134,7 @@ class _Charts:
             ax.set_ylabel("loss")
             ax.grid(alpha=0.3)
 
-        return self._svg(draw)
+        return figure_svg(draw)
 
     def timeline(self) -> str | None:
         """One bar per training finding: from the step it was logged to the step it resolved, or to the end."""
@@ -148,7 +160,7 @@ class _Charts:
             ax.set_xlabel("step")
             ax.grid(axis="x", alpha=0.3)
 
-        return self._svg(draw, height=max(1.6, 0.7 + 0.22 * len(rows)))
+        return figure_svg(draw, height=max(1.6, 0.7 + 0.22 * len(rows)))
 
     def grad_heatmap(self) -> str | None:
         steps = [s for s in self.probed if s.grad_norm]
@@ -166,7 +178,7 @@ class _Charts:
             ax.set_xlabel("step")
             fig.colorbar(image, ax=ax, label="log10 gradient norm")
 
-        return self._svg(draw, height=max(2.6, 0.9 + 0.2 * len(names)))
+        return figure_svg(draw, height=max(2.6, 0.9 + 0.2 * len(names)))
 
     def update_ratio(self) -> str | None:
         steps = [s for s in self.probed if s.update_ratio]
@@ -187,7 +199,7 @@ class _Charts:
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
             ax.grid(alpha=0.3)
 
-        return self._svg(draw)
+        return figure_svg(draw)
 
     def activations(self) -> str | None:
         steps = [s for s in self.probed if s.activations]
@@ -212,7 +224,7 @@ class _Charts:
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
             ax.grid(alpha=0.3)
 
-        return self._svg(draw)
+        return figure_svg(draw)
 
     def lr_range_test(self) -> str | None:
         """The ``sanity()`` learning-rate range test: loss against lr, the minimum and the suggestion marked."""
@@ -237,7 +249,7 @@ class _Charts:
             ax.legend(fontsize=8)
             ax.grid(alpha=0.3)
 
-        return self._svg(draw)
+        return figure_svg(draw)
 
     def evaluation(self) -> str | None:
         """``Doctor(eval_dataset=...)``: train and eval loss per evaluated epoch, eval metric vs the trivial one."""
@@ -268,7 +280,7 @@ class _Charts:
                 handles, labels = handles + more[0], labels + more[1]
             ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.08, 1))
 
-        return self._svg(draw)
+        return figure_svg(draw)
 
 
 CHARTS = (
@@ -302,7 +314,7 @@ def _diagnosis(report: Report, history: TrainingHistory) -> dict[str, Any]:
     return {
         "counts": report.counts(),
         "total": len(report),
-        "top": [_finding_row(f) for f in report.sorted()[:3]],
+        "top": [finding_row(f) for f in report.sorted()[:3]],
         "steps": history.steps[-1].step if history.steps else None,
         "first_loss": losses[0] if losses else None,
         "last_loss": losses[-1] if losses else None,
@@ -317,24 +329,18 @@ def render_html(report: Report, history: TrainingHistory | None = None, title: s
     ``config``: the thresholds the charts draw; by default those the run stored in its report (``meta.config``),
     else the defaults.
     """
-    import jinja2
     import markupsafe
 
     history = history or TrainingHistory()
     stored = report.meta.get("config")
     config = config or (DoctorConfig.from_values(stored) if isinstance(stored, dict) else DoctorConfig())
     charts = _Charts(report, history, config)
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("mindspore_doctor", "export/templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template("report.html.j2").render(
+    return template_environment().get_template("report.html.j2").render(
         rule_href=rule_doc_href,
         title=title,
         generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         diagnosis=_diagnosis(report, history),
-        findings=[_finding_row(f) for f in report.sorted()],
+        findings=[finding_row(f) for f in report.sorted()],
         charts=[
             {"id": f"chart-{key.replace('_', '-')}", "title": heading, "caption": caption,
              "svg": markupsafe.Markup(svg) if (svg := getattr(charts, key)()) else None}

@@ -242,6 +242,9 @@ _HYPER_FIELDS = {
 }
 
 
+_RUN_FIELDS = ("train_dataset_size", "network", "loss")
+
+
 def write_lineage(summary_dir: str | os.PathLike, report: Report, run_info: Mapping[str, Any] | None = None) -> Path:
     """Write a ``*_lineage`` file: the run's hyperparameters (``run_info``) and the Doctor's finding columns.
 
@@ -250,7 +253,7 @@ def write_lineage(summary_dir: str | os.PathLike, report: Report, run_info: Mapp
     ``SummaryCollector`` would put there that the Doctor knows: ``optimizer``,
     ``learning_rate``, ``loss_function``, ``epoch``, ``parallel_mode``,
     ``device_num``, ``batch_size``, ``train_dataset_size``, ``network``, ``loss``
-    (unknown keys are ignored, missing ones left empty).
+    (missing ones left empty); any other key (``DoctorConfig.hparams``) becomes a ``user_defined`` column.
     """
     pb = _lineage_pb2()
     info = dict(run_info or {})
@@ -265,9 +268,13 @@ def write_lineage(summary_dir: str | os.PathLike, report: Report, run_info: Mapp
     if finite(info.get("loss")):
         train.train_lineage.algorithm.loss = float(info["loss"])
     custom = pb.LineageEvent(wall_time=time.time())
-    for key, value in lineage_values(report).items():
+    extra = {k: v for k, v in info.items() if k not in (*_HYPER_FIELDS, *_RUN_FIELDS) and v is not None}
+    for key, value in {**extra, **lineage_values(report)}.items():  # extra: DoctorConfig.hparams
         entry = custom.user_defined_info.user_info.add()
-        (entry.map_int32 if isinstance(value, int) else entry.map_str)[key] = value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            entry.map_str[key] = str(value)
+        else:
+            (entry.map_int32 if isinstance(value, int) else entry.map_double)[key] = value
     data = b"".join(encode_record(e.SerializeToString()) for e in (train, custom))
     return atomic_write_bytes(Path(summary_dir) / _event_file_name(int(time.time()), LINEAGE_SUFFIX), data)
 

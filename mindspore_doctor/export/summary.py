@@ -161,6 +161,12 @@ class BufferedSummaryWriter:
         if time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
 
+    def write_scalars(self, step: int, scalars: Mapping[str, float | None]) -> None:
+        """Buffer scalars measured apart from the steps (the evaluations: ``eval/loss``, ``eval/accuracy``...)."""
+        finite_scalars = {tag: float(v) for tag, v in scalars.items() if finite(v)}
+        if finite_scalars and not self.closed:
+            self._pending.append((int(step), time.time(), finite_scalars))
+
     def histogram_targets(self, report: Report | None, parameter_order: list[str]) -> list[str]:
         """The parameters worth a histogram: those named in findings (most severe first), then first and last."""
         named = [

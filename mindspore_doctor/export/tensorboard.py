@@ -41,8 +41,10 @@ EVENTS_GLOB = "events.out.tfevents.*.doctor"
 FINDINGS_TAG = f"{TAG_PREFIX}/findings"
 """The Text plugin's tag of the findings table."""
 HISTOGRAM_BINS = 30
-HPARAM_METRICS = (f"{TAG_PREFIX}/loss", f"{TAG_PREFIX}/findings/error", f"{TAG_PREFIX}/findings/warning")
-"""Scalar tags the HParams plugin shows per run: their last value is the run's."""
+HPARAM_METRICS = tuple(f"{TAG_PREFIX}/{tag}" for tag in (
+    "loss", "findings/error", "findings/warning", "eval/loss", "eval/accuracy", "eval/mse"))
+"""Scalar tags the HParams plugin shows per run: their last value is the run's (the eval ones where the Doctor
+evaluates: ``eval_dataset``)."""
 CUSTOM_SCALARS = {
     "Doctor: training": {
         "loss": ["Multiline", [r"^doctor/loss$"]],
@@ -57,6 +59,10 @@ CUSTOM_SCALARS = {
         "dead fraction (ReLU-like)": ["Multiline", [r"^doctor/dead_fraction/"]],
         "saturated fraction (Sigmoid, Tanh)": ["Multiline", [r"^doctor/saturated_fraction/"]],
         "mean |activation|": ["Multiline", [r"^doctor/activation_mean_abs/"]],
+    },
+    "Doctor: evaluation": {
+        "eval loss": ["Multiline", [r"^doctor/eval/loss$"]],
+        "eval metric": ["Multiline", [r"^doctor/eval/(?!loss$)"]],
     },
     "Doctor: findings": {
         "findings by severity": ["Multiline", [r"^doctor/findings/(error|warning|info)$"]],

@@ -186,6 +186,7 @@ class DoctorSession:
             "network": type(backbone).__name__,
             "parallel_mode": getattr(args, "parallel_mode", None),
             "device_num": getattr(args, "device_number", None),
+            **dict(self.config.hparams or {}),
         }
         self.report.meta["run"] = self._run_info
 
@@ -390,8 +391,12 @@ class DoctorSession:
                                        evaluator.metric_skipped), count=False)
 
     def _run_evaluation(self, args: Any) -> None:
-        self._evaluator.run(*self._eval_target, args.cur_epoch_num, train_dataset=args.train_dataset)
+        record = self._evaluator.run(*self._eval_target, args.cur_epoch_num, train_dataset=args.train_dataset)
         self.report.meta["evaluation"] = self._evaluator.to_dict()  # in every report written from now on
+        scores = {"eval/loss": record.eval_loss}
+        if record.eval_metric is not None:
+            scores[f"eval/{record.eval_metric.name.replace(' ', '_')}"] = record.eval_metric.value
+        self._each_writer(lambda w: w.write_scalars(int(args.cur_step_num), scores))
 
     def _histogram_names(self) -> list[str]:
         """The parameters whose weights and updates get histograms: those named in findings, first, last."""
@@ -428,7 +433,8 @@ class DoctorSession:
             self._guard("evaluation", _EVALUATION_CODES, self._judge_evaluations)
         self.restore()
         self._guard("diagnosis", (), self._diagnose)
-        print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
+        if self.config.print_summary:
+            print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
         self._close_writers()
         self._guard("html-report", (), self._write_html)
         self._guard("write-report", (), self._write_files)  # last: with what went wrong writing the others

@@ -1,0 +1,140 @@
+"""``msdoctor tune BUILD --data DATA``: the study from the command line, its summary, its HTML report."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from typing import Any
+
+_SPACE_HELP = ("'auto' (from the Doctor's diagnosis of the default configuration) or pkg.module:attr of a dict "
+               "name -> (low, high), (low, high, 'log') or [choices]")
+
+
+def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``msdoctor tune`` (the CLI owns the parser, this module its options)."""
+    parser.add_argument("build", metavar="BUILD", help="pkg.module:attr of build(params) returning a fresh "
+                        "(net, loss_fn, optimizer); params holds the searched values")
+    parser.add_argument("--data", required=True, metavar="DATA", help="pkg.module:attr of (train, eval) or "
+                        "(train, eval, holdout) datasets, or a zero-argument factory returning them; train may be a "
+                        "factory train(params) (then batch_size is searched)")
+    parser.add_argument("--space", default="auto", metavar="SPACE", help=_SPACE_HELP)
+    parser.add_argument("--trials", type=int, default=30, help="finished trials the study ends with (default 30)")
+    parser.add_argument("--epochs", type=int, default=3, help="epochs per trial (default 3)")
+    parser.add_argument("--random-trials", type=int, metavar="N", help="random (coarse) trials before TPE "
+                        "(default: a third of --trials, at least 3)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--storage", metavar="URL", help="database URL of the study: sqlite:///runs/tune.db, "
+                        "postgresql://...; it resumes from there and --jobs workers share it (default: in memory)")
+    parser.add_argument("--study-name", default="mindspore_doctor")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes on this machine (needs --storage)")
+    parser.add_argument("--summary-dir", metavar="DIR", help="each trial's Doctor reports (and TensorBoard files) "
+                        "in DIR/trial_NNN")
+    parser.add_argument("--tensorboard", action="store_true", help="with --summary-dir: TensorBoard files too, "
+                        "the trials side by side in the HParams tab")
+    parser.add_argument("--html", metavar="OUT", help="write the study's HTML report to OUT")
+    parser.add_argument("--json", action="store_true", help="print the study summary as JSON")
+    parser.add_argument("--worker", type=int, default=0, metavar="W", help="this process's index among the "
+                        "processes sharing the study (its sampler's seed is --seed + W): give each machine its own, "
+                        "W, W + --jobs... (default 0)")
+    parser.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)  # a --jobs worker: no report
+
+
+def _worker_argv(args: argparse.Namespace, index: int) -> list[str]:
+    """The command line of this process's ``index``-th extra worker: the same study, no report of its own."""
+    argv = [sys.executable, "-m", "mindspore_doctor.cli", "tune", args.build, "--data", args.data,
+            "--space", args.space, "--trials", str(args.trials), "--epochs", str(args.epochs), "--seed",
+            str(args.seed), "--storage", args.storage, "--study-name", args.study_name,
+            "--worker", str(args.worker + index), "--spawned"]
+    if args.random_trials is not None:
+        argv += ["--random-trials", str(args.random_trials)]
+    if args.summary_dir:
+        argv += ["--summary-dir", args.summary_dir]
+    if args.tensorboard:
+        argv.append("--tensorboard")
+    return argv
+
+
+def _datasets(value: Any) -> tuple[Any, Any, Any]:
+    from mindspore_doctor.tuner.study import TuneError
+
+    if callable(value) and not hasattr(value, "create_tuple_iterator"):
+        value = value()
+    if not isinstance(value, (tuple, list)) or len(value) not in (2, 3):
+        raise TuneError(f"--data must give (train, eval) or (train, eval, holdout), got {type(value).__name__}")
+    train, evaluation, *holdout = value
+    return train, evaluation, holdout[0] if holdout else None
+
+
+def format_tune_text(summary: dict[str, Any], limit: int = 10) -> str:
+    """Best configuration against the baseline, the trials that stopped early and why, the study's findings."""
+    rows = summary["trials"]
+    states = {s: sum(1 for r in rows if r["state"] == s) for s in ("COMPLETE", "PRUNED", "FAIL")}
+    metric, baseline, best = summary["metric"], summary.get("baseline") or {}, summary["best"]
+    lines = [f"msdoctor tune: study {summary['study_name']!r}, {states['COMPLETE']} complete, {states['PRUNED']} "
+             f"pruned, {states['FAIL']} failed; score: {metric} ({summary['direction']})"]
+    if baseline.get("value") is not None:
+        top = baseline.get("top_finding")
+        lines.append(f"  baseline (your defaults): {baseline['value']:.4g}"
+                     + (f"; {top['code']} {top['rule']}" if top else ""))
+    if best:
+        held = f", held-out {best['holdout']:.4g}" if best.get("holdout") is not None else ""
+        lines.append(f"  best: trial {best['number']}, {best['value']:.4g}{held}")
+        lines += [f"    {name} = {value:.4g}" if isinstance(value, float) else f"    {name} = {value}"
+                  for name, value in best["params"].items()]
+    if summary["importance"]:
+        lines.append("  importance: " + ", ".join(f"{k} {v:.2f}" for k, v in summary["importance"].items()))
+    stopped = [r for r in rows if r["state"] == "PRUNED"][:limit]
+    if stopped:
+        lines.append("  pruned trials:")
+        lines += [f"    {r['number']:>3}: {r['pruned_reason'] or 'pruned'}" for r in stopped]
+    lines += [f"  {f['severity']} {f['code']} [{f['rule']}] {f['message']}" for f in summary["findings"]]
+    return "\n".join(lines)
+
+
+def run_tune_command(args: argparse.Namespace) -> int:
+    """``msdoctor tune``. Exit codes: 0 the study finished, 2 bad input (one line on stderr)."""
+    from mindspore_doctor.sanity_checks import _load_attr
+    from mindspore_doctor.static.loader import LoadError
+    from mindspore_doctor.tuner.study import TuneError, study_summary, tune
+
+    workers: list[subprocess.Popen] = []
+    try:
+        if args.jobs < 1:
+            raise TuneError(f"--jobs must be at least 1, got {args.jobs}")
+        if args.jobs > 1 and not args.storage:
+            raise TuneError("--jobs needs --storage: the workers share the study through its database")
+        if args.tensorboard and not args.summary_dir:
+            raise TuneError("--tensorboard needs --summary-dir: the trials' event files go into DIR/trial_NNN")
+        build = _load_attr(args.build, "BUILD")
+        if not callable(build):
+            raise TuneError(f"{args.build} is not callable; give build(params) returning (net, loss_fn, optimizer)")
+        train, evaluation, holdout = _datasets(_load_attr(args.data, "--data"))
+        space = args.space if args.space == "auto" else _load_attr(args.space, "--space")
+
+        def start_workers() -> None:
+            workers.extend(subprocess.Popen(_worker_argv(args, i)) for i in range(1, args.jobs))
+
+        study = tune(build, train, evaluation, space=space, trials=args.trials, storage=args.storage,
+                     study_name=args.study_name, epochs=args.epochs, seed=args.seed,
+                     random_trials=args.random_trials, holdout_ds=holdout, summary_dir=args.summary_dir,
+                     worker=args.worker, on_ready=None if args.spawned else start_workers,
+                     tensorboard=args.tensorboard)
+    except (LoadError, TuneError) as exc:
+        print(f"msdoctor: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        failed = [w.args for w in workers if w.wait() != 0]
+    if failed:
+        print(f"msdoctor: {len(failed)} worker(s) failed; the study is in {args.storage}", file=sys.stderr)
+        return 2
+    if args.spawned:
+        return 0
+    summary = study_summary(study, args.trials, args.storage)
+    print(json.dumps(summary, indent=2, default=str) if args.json else format_tune_text(summary))
+    if args.html:
+        from mindspore_doctor.export.tune_html import write_tune_html
+
+        write_tune_html(summary, args.html)
+        print(f"HTML report: {args.html}", file=sys.stderr)
+    return 0

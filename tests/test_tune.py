@@ -1,0 +1,177 @@
+"""``tune``: the space from the diagnosis (pure rules), MSD406, and real studies on a real MindSpore classifier."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from mindspore_doctor.rules import tuning
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
+import tune_target  # noqa: E402  (tests/data)
+
+
+# --- the search space (pure) ------------------------------------------------------------------------------------
+
+
+def test_a_healthy_run_searches_around_the_range_tests_suggestion():
+    space = tuning.auto_space(set(), learning_rate=0.1, lr_suggestion=0.02, has_dropout=True)
+    assert sorted(space) == ["dropout", "learning_rate", "weight_decay"]
+    lr = space["learning_rate"]
+    assert (lr.low, lr.high, lr.log) == (pytest.approx(0.002), pytest.approx(0.2), True)
+    assert "suggestion" in lr.why and (space["dropout"].low, space["dropout"].high) == (0.0, 0.5)
+
+
+def test_divergence_searches_lower_rates_with_warmup_and_no_suggestion():
+    space = tuning.auto_space({"MSD201", "MSD208"}, learning_rate=8.0)
+    lr = space["learning_rate"]
+    assert (lr.low, lr.high) == (pytest.approx(0.008), 8.0) and lr.why.startswith("MSD201, MSD208")
+    assert "warmup_ratio" in space and "dropout" not in space  # no Dropout in the network
+
+
+def test_slow_progress_searches_higher_rates():
+    lr = tuning.auto_space({"MSD210"}, learning_rate=1e-4)["learning_rate"]
+    assert (lr.low, lr.high) == (1e-4, pytest.approx(1e-2))
+
+
+def test_overfitting_gets_regularisation_underfitting_capacity():
+    over = tuning.auto_space({"MSD401"}, learning_rate=0.01, has_dropout=True)
+    assert over["weight_decay"].high == 0.1 and over["dropout"].low == 0.1 and "width_multiplier" not in over
+    under = tuning.auto_space({"MSD402"}, learning_rate=0.01, has_dropout=True)
+    assert under["weight_decay"].high == 1e-4 and under["dropout"].high == 0.3
+    assert under["width_multiplier"].choices == (1, 2, 4)
+    assert "batch_size" in tuning.auto_space(set(), learning_rate=0.01, batch_sizes=(16, 32))
+
+
+@pytest.mark.parametrize("space, message", [
+    ({}, "empty"), ({"lr": (0.1, 0.01)}, "below high"), ({"lr": (0.0, 1.0, "log")}, "low > 0"),
+    ({"lr": (0.1, 1.0, "exp")}, "'log' or 'linear'"), ({"lr": "fast"}, "give (low, high)"), ({"act": []}, "no choices"),
+])
+def test_a_bad_space_is_refused_with_the_reason(space, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        tuning.parse_space(space)
+
+
+def test_a_given_space_keeps_its_kinds():
+    space = tuning.parse_space({"lr": (1e-4, 1e-1, "log"), "layers": (1, 4), "act": ["relu", "gelu"]})
+    assert (space["lr"].kind, space["lr"].log, space["layers"].kind, space["act"].choices) == (
+        "float", True, "int", ("relu", "gelu"))
+
+
+def test_msd406_warns_on_many_trials_and_a_small_validation_set_only():
+    (finding,) = tuning.optimistic_best("accuracy", 0.93, 200, 30, holdout=0.9)
+    assert finding.code == "MSD406" and "30 trials" in finding.message and "200 validation samples" in finding.message
+    assert "3.7%" in finding.message and "90.0%" in finding.message
+    assert tuning.optimistic_best("accuracy", 0.93, 100_000, 30) == []  # a large validation set
+    assert tuning.optimistic_best("accuracy", 0.93, 200, 1) == []  # nothing was chosen
+    assert tuning.optimistic_best("mse", 0.2, 200, 30) == []  # only accuracies are judged
+
+
+def test_a_curve_is_hopeless_only_when_clearly_in_the_worst_quarter():
+    others = [0.74, 0.75, 0.76, 0.70]
+    noise = tuning.score_noise("accuracy", 0.68, 192)  # two standard errors on 192 samples: 6.7 points
+    assert noise == pytest.approx(0.067, abs=0.001)
+    assert not tuning.hopeless(0.68, others, True, noise)  # worse than all, but within the noise
+    assert tuning.hopeless(0.35, others, True, noise) and tuning.hopeless(float("nan"), others, True)
+    assert not tuning.hopeless(0.35, [], True, noise)  # nothing to compare with
+    assert tuning.hopeless(2.0, [0.5, 0.6, 0.7], False) and not tuning.hopeless(0.65, [0.5, 0.6, 0.7], False)
+    assert tuning.score_noise("eval loss", 2.0, 192) == 0.0
+
+
+# --- real studies -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def study():
+    from mindspore_doctor import tune
+
+    train, evaluation, holdout = tune_target.make_data()
+    return tune(tune_target.build, train, evaluation, trials=12, holdout_ds=holdout, epochs=3, seed=0,
+                progress=False)
+
+
+def test_tune_finds_parameters_far_better_than_the_bad_default(study):
+    from mindspore_doctor.tuner import study_summary
+
+    summary = study_summary(study, 12)
+    baseline = summary["baseline"]
+    assert baseline["top_finding"]["code"] == "MSD201"  # lr 8 diverges: the Doctor says why
+    assert summary["space"]["learning_rate"]["high"] < tune_target.DEFAULT_LR  # the space starts from that
+    finished = [t for t in summary["trials"] if t["state"] in ("COMPLETE", "PRUNED")]
+    assert len(finished) == 12
+    assert study.best_value > baseline["value"] + 0.25, (study.best_value, baseline["value"])
+    assert summary["best"]["holdout"] > baseline["value"] + 0.2  # on data the study never chose with
+    assert set(summary["importance"]) == set(summary["space"])
+    assert summary["findings"][0]["code"] == "MSD406"  # 192 validation samples, many trials
+
+
+def test_the_doctor_does_no_harm_inside_a_trial(study):
+    import mindspore as ms
+    from mindspore.train import Model
+
+    train, evaluation, _ = tune_target.make_data()
+    ms.set_seed(0)  # what the trial did, without the Doctor and the pruner
+    net, loss_fn, optimizer = tune_target.build(study.best_params)
+    model = Model(net, loss_fn, optimizer, metrics={"accuracy"})
+    model.train(3, train, dataset_sink_mode=False)
+    assert model.eval(evaluation, dataset_sink_mode=False)["accuracy"] == study.best_value
+
+
+def test_tune_is_seeded_and_reproducible(study):
+    from mindspore_doctor import tune
+
+    train, evaluation, _ = tune_target.make_data()
+    again = tune(tune_target.build, train, evaluation, trials=3, epochs=3, seed=0, random_trials=4, progress=False)
+    assert [(t.params, t.value) for t in again.trials] == [(t.params, t.value) for t in study.trials[:3]]
+
+
+def test_the_doctor_and_the_learning_curve_prune_trials_and_the_study_goes_on(tmp_path):
+    import optuna
+
+    from mindspore_doctor import tune
+
+    storage = f"sqlite:///{tmp_path / 'tune.db'}"
+    queued = optuna.create_study(study_name="pruning", storage=storage, direction="maximize")
+    for lr in (0.05, 0.05, 1e-5, 80.0):  # two good trials, then a hopeless one, then one that goes NaN
+        queued.enqueue_trial({"learning_rate": lr})
+    train, evaluation, _ = tune_target.make_data()
+    study = tune(tune_target.build, train, evaluation, space={"learning_rate": [80.0, 0.05, 1e-5]}, trials=5,
+                 epochs=3, seed=0, random_trials=2, storage=storage, study_name="pruning", progress=False)
+    good, slow, nan = study.trials[:2], study.trials[2], study.trials[3]
+    assert all(t.state.name == "COMPLETE" and t.value > 0.6 for t in good)
+    assert slow.state.name == "PRUNED" and list(slow.intermediate_values) == [1, 2]
+    assert slow.user_attrs["pruned_reason"] == "learning curve in the worst quarter at epoch 2"
+    msd201 = next(f for f in nan.user_attrs["findings"] if f["code"] == "MSD201")
+    assert nan.state.name == "PRUNED" and nan.user_attrs["pruned_step"] == msd201["step"]
+    assert nan.user_attrs["pruned_reason"] == f"MSD201 nonfinite-loss at step {msd201['step']}"
+    assert nan.user_attrs["top_finding"]["severity"] == "error"
+    assert not nan.intermediate_values  # stopped in its first epoch, before any evaluation
+    assert len(study.trials) == 5 and study.trials[4].state.name in ("COMPLETE", "PRUNED")  # the study went on
+
+
+def test_each_trial_is_a_run_with_its_parameters_in_tensorboard_and_mindinsight(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    from mindspore_doctor import tune
+    from mindspore_doctor.export import mindinsight as mi
+
+    train, evaluation, _ = tune_target.make_data()
+    study = tune(tune_target.build, train, evaluation, space=tune_target.LR_SPACE, trials=2, epochs=2, seed=0,
+                 summary_dir=str(tmp_path), tensorboard=True, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["baseline", "trial_000", "trial_001"]
+    trial = study.trials[1]
+    run = tmp_path / "trial_001"
+    events = EventAccumulator(str(run), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        events.PluginTagToContent("hparams")["_hparams_/session_start_info"]).session_start_info
+    assert start.hparams["trial"].string_value == "trial_001"
+    assert start.hparams["weight_decay"].number_value == pytest.approx(trial.params["weight_decay"])
+    assert [e.value for e in events.Scalars("doctor/eval/accuracy")] == pytest.approx(list(trial.intermediate_values.values()))
+    (lineage,) = run.glob("*_lineage")
+    _, custom = [mi._lineage_pb2().LineageEvent.FromString(r) for r in mi.decode_records(lineage.read_bytes())]
+    columns = {k: v for info in custom.user_defined_info.user_info
+               for field in (info.map_str, info.map_double, info.map_int32) for k, v in field.items()}
+    assert columns["trial"] == "trial_001" and columns["weight_decay"] == pytest.approx(trial.params["weight_decay"])
