@@ -37,10 +37,15 @@ def _states(db: Path) -> list[tuple[int, str]]:
     (["--space", "tune_target:EMPTY_SPACE"], "the search space is empty"),
     (["--jobs", "2"], "--jobs needs --storage"),
     (["--tensorboard"], "--tensorboard needs --summary-dir"),
+    (["--storage", "sqlite:///{tmp}"], "cannot open the study's storage 'sqlite:///"),  # a directory
+    (["--storage", "postgresql://me:secret@127.0.0.1:1/db"], "storage 'postgresql://me:***@127.0.0.1:1/db'"),
+    (["--space", "tune_target:DEFAULT_LR"], "the search space must be a dict"),
+    (["--epochs", "0"], "epochs must be at least 1"),
+    (["--data", "tune_target:make_empty_data"], "train_ds yields no batch"),
 ])
-def test_bad_input_is_one_line_and_exit_2_before_anything_trains(args, message, capsys, monkeypatch):
+def test_bad_input_is_one_line_and_exit_2_before_anything_trains(args, message, capsys, monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(DATA))
-    assert main(["tune", *TARGET, *args]) == 2
+    assert main(["tune", *TARGET, *(a.format(tmp=tmp_path) for a in args)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and err.startswith("msdoctor: ") and message in err, err
 

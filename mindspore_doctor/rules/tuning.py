@@ -79,7 +79,10 @@ class Knob:
 
 def parse_space(space: dict[str, Any]) -> dict[str, Knob]:
     """A user-given space (name -> range), checked; an empty one is refused."""
-    if not isinstance(space, dict) or not space:
+    if not isinstance(space, dict):
+        raise ValueError(f"the search space must be a dict name -> range or choices, or 'auto'; got "
+                         f"{type(space).__name__}")
+    if not space:
         raise ValueError("the search space is empty: give at least one hyperparameter range, or space='auto'")
     return {str(name): Knob.parse(str(name), spec) for name, spec in space.items()}
 

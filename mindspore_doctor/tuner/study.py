@@ -31,6 +31,8 @@ from typing import Any, Callable, Iterator
 
 import optuna
 from mindspore.train import Callback
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.rules import tuning
@@ -71,12 +73,17 @@ def open_storage(url: str | None) -> Any:
         raise TuneError(f"unknown storage {url!r}: give a database URL, sqlite:///path/study.db (one machine) or "
                         "postgresql://... / mysql://... (many machines)")
     engine = {"connect_args": {"timeout": 60}} if scheme == "sqlite" else {}
-    if scheme == "sqlite":
-        Path(url.partition(":///")[2]).parent.mkdir(parents=True, exist_ok=True)
-    with _settled_features():
-        return optuna.storages.RDBStorage(
-            url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
-            heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+    try:
+        if scheme == "sqlite":
+            Path(url.partition(":///")[2]).parent.mkdir(parents=True, exist_ok=True)
+        with _settled_features():
+            return optuna.storages.RDBStorage(
+                url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
+    except (OSError, ImportError, SQLAlchemyError) as exc:  # a directory, a driver, a server out of reach
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        shown = make_url(url).render_as_string(hide_password=True)
+        raise TuneError(f"cannot open the study's storage {shown!r}: {reason}") from None
 
 
 def fail_dead_trials(study: Any) -> None:
@@ -112,7 +119,25 @@ def _is_dataset(data: Any) -> bool:
 def _data_for(data: Any, params: dict[str, Any]) -> Any:
     """The trial's training set: a copy of the dataset (``Model.train`` refuses a dataset another ``Model`` trained
     on), or what the factory ``data(params)`` builds (so ``batch_size`` can be searched)."""
-    return copy.deepcopy(data) if _is_dataset(data) else data(params)
+    if _is_dataset(data):
+        return copy.deepcopy(data)
+    try:
+        return data(dict(params))
+    except Exception as exc:  # noqa: BLE001 - the user's code: say what it raised, stop the study
+        raise TuneError(f"train_ds({params}) raised {type(exc).__name__}: {exc}") from exc
+
+
+def require_batches(**datasets: Any) -> None:
+    """An empty dataset is one clear line before anything trains (MindSpore's own error comes mid-baseline for the
+    training set; an empty evaluation set would only leave every trial without a score)."""
+    for name, data in datasets.items():
+        if data is None:
+            continue
+        data = _data_for(data, {})
+        try:
+            next(data.create_tuple_iterator(num_epochs=1))
+        except StopIteration:
+            raise TuneError(f"{name} yields no batch: is it empty, or filtered to nothing?") from None
 
 
 class HopelessPruner(optuna.pruners.BasePruner):
@@ -332,13 +357,14 @@ def tune(build: Build, train_ds: Any, eval_ds: Any, *, space: Any = "auto", tria
     every trial.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the trials' progress lines say what happens
-    if trials < 1:
-        raise TuneError(f"trials must be at least 1, got {trials}")
+    if trials < 1 or epochs < 1:
+        raise TuneError(f"trials and epochs must be at least 1, got trials={trials}, epochs={epochs}")
     if space != "auto":
         try:
             tuning.parse_space(space)  # a bad space is refused before anything trains
         except ValueError as exc:
             raise TuneError(str(exc)) from None
+    require_batches(train_ds=train_ds, eval_ds=eval_ds, holdout_ds=holdout_ds)
     trainer = _Trainer(build, train_ds, eval_ds, epochs=epochs, seed=seed, summary_dir=summary_dir,
                        progress=progress, doctor_options=doctor_options)
     backend = open_storage(storage)
