@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
 _SPACE_HELP = ("'auto' (from the Doctor's diagnosis of the default configuration) or pkg.module:attr of a dict "
@@ -37,15 +42,20 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--worker", type=int, default=0, metavar="W", help="this process's index among the "
                         "processes sharing the study (its sampler's seed is --seed + W): give each machine its own, "
                         "W, W + --jobs... (default 0)")
-    parser.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)  # a --jobs worker: no report
+    # a --jobs worker: no report of its own; it creates READY once it is about to train
+    parser.add_argument("--spawned", metavar="READY", help=argparse.SUPPRESS)
 
 
-def _worker_argv(args: argparse.Namespace, index: int) -> list[str]:
+WORKER_START_S = 300.0
+"""How long ``--jobs`` waits for its workers to load MindSpore and the data before it trains alone."""
+
+
+def _worker_argv(args: argparse.Namespace, index: int, ready: Path) -> list[str]:
     """The command line of this process's ``index``-th extra worker: the same study, no report of its own."""
     argv = [sys.executable, "-m", "mindspore_doctor.cli", "tune", args.build, "--data", args.data,
             "--space", args.space, "--trials", str(args.trials), "--epochs", str(args.epochs), "--seed",
             str(args.seed), "--storage", args.storage, "--study-name", args.study_name,
-            "--worker", str(args.worker + index), "--spawned"]
+            "--worker", str(args.worker + index), "--spawned", str(ready)]
     if args.random_trials is not None:
         argv += ["--random-trials", str(args.random_trials)]
     if args.summary_dir:
@@ -113,12 +123,28 @@ def run_tune_command(args: argparse.Namespace) -> int:
         space = args.space if args.space == "auto" else _load_attr(args.space, "--space")
 
         def start_workers() -> None:
-            workers.extend(subprocess.Popen(_worker_argv(args, i)) for i in range(1, args.jobs))
+            """Start the other workers and wait until they can train: else on a slow machine this process
+            finishes a short study alone while they are still importing MindSpore."""
+            ready_dir = Path(tempfile.mkdtemp(prefix="msdoctor-tune-"))
+            ready = [ready_dir / f"worker_{i}" for i in range(1, args.jobs)]
+            workers.extend(subprocess.Popen(_worker_argv(args, i, path)) for i, path in enumerate(ready, start=1))
+            print(f"waiting for {len(workers)} worker(s) to start", file=sys.stderr)
+            deadline = time.monotonic() + WORKER_START_S
+            while time.monotonic() < deadline and any(
+                    not path.exists() and w.poll() is None for path, w in zip(ready, workers)):
+                time.sleep(0.2)
+            shutil.rmtree(ready_dir, ignore_errors=True)
+
+        def mark_ready() -> None:
+            with contextlib.suppress(OSError):  # the launcher stopped waiting and removed its directory
+                Path(args.spawned).touch()
+
+        on_ready = mark_ready if args.spawned else start_workers if args.jobs > 1 else None
 
         study = tune(build, train, evaluation, space=space, trials=args.trials, storage=args.storage,
                      study_name=args.study_name, epochs=args.epochs, seed=args.seed,
                      random_trials=args.random_trials, holdout_ds=holdout, summary_dir=args.summary_dir,
-                     worker=args.worker, on_ready=None if args.spawned else start_workers,
+                     worker=args.worker, on_ready=on_ready,
                      tensorboard=args.tensorboard)
     except (LoadError, TuneError) as exc:
         print(f"msdoctor: {exc}", file=sys.stderr)

@@ -144,9 +144,9 @@ class HopelessPruner(optuna.pruners.BasePruner):
     """Stops a trial whose learning curve is clearly in the worst quarter of the others' at the same epoch
     (``rules/tuning.hopeless``), past the first ``warmup`` epochs and once ``startup`` trials completed.
 
-    Optuna's percentile and median pruners compare bare numbers: on the tune target's 192 validation samples
-    (one standard error of an accuracy: 3 points) they stopped 7 of 12 trials, every one TPE proposed, for
-    differences of a point or two."""
+    Optuna's percentile pruner compares bare numbers: on the tune target's 192 validation samples (one standard
+    error of an accuracy: 3 points) it stopped 7 of the 8 trials TPE proposed, for differences of a point or two;
+    this one stopped none of them (docs/tune.md)."""
 
     def __init__(self, startup: int, warmup: int, metric: str, eval_samples: int | None) -> None:
         self.startup, self.warmup, self.metric, self.eval_samples = startup, warmup, metric, eval_samples
@@ -169,10 +169,9 @@ class TrialGuard(Callback):
     """Placed after the Doctor: stops a trial at the step of a fatal finding, reports each epoch's eval score to
     Optuna and stops a trial the pruner gives up on."""
 
-    def __init__(self, doctor: Any, trial: Any, higher_is_better: bool, progress: Any) -> None:
+    def __init__(self, doctor: Any, trial: Any, progress: Any) -> None:
         super().__init__()
         self.doctor, self.trial, self.progress = doctor, trial, progress
-        self.higher_is_better = higher_is_better
         self.fatal: Finding | None = None
         self.pruned_epoch: int | None = None
         self.values: dict[int, float] = {}
@@ -191,7 +190,7 @@ class TrialGuard(Callback):
     def on_train_epoch_end(self, run_context: Any) -> None:
         args = run_context.original_args()
         epoch = args.cur_epoch_num
-        value = eval_value(self.doctor.report, self.higher_is_better)
+        value = eval_value(self.doctor.report.meta.get("evaluation", {}))
         if value is None or self.fatal is not None:  # stopped at a fatal finding: its score means nothing
             return
         self.values[epoch] = value
@@ -211,15 +210,17 @@ class Trained:
     guard: TrialGuard
     network: Any
     loss_fn: Any
+    optimizer: Any
 
 
-def eval_value(report: Report, higher_is_better: bool | None = None) -> float | None:
-    """The last evaluation's score: its metric (accuracy, MSE...) when the task has one, else the eval loss."""
-    records = report.meta.get("evaluation", {}).get("records", [])
+def eval_value(evaluation: dict[str, Any]) -> float | None:
+    """The last evaluation's score (``Evaluator.to_dict()``, a report's ``meta["evaluation"]``): its metric
+    (accuracy, MSE...) when the task has one, else the eval loss."""
+    records = evaluation.get("records", [])
     if not records:
         return None
     metric = records[-1].get("eval_metric")
-    if metric and (higher_is_better is None or metric["higher_is_better"] == higher_is_better):
+    if metric:
         return float(metric["value"])
     loss = records[-1].get("eval_loss")
     return None if loss is None else float(loss)
@@ -236,9 +237,8 @@ def _metric_of(report: Report) -> tuple[str, bool, int | None]:
 
 
 def _finding_dict(finding: Finding) -> dict[str, Any]:
-    return {"code": finding.code, "rule": finding.rule, "severity": finding.severity.value,
-            "message": finding.message, "where": finding.where, "step": finding.step,
-            "suggestion": finding.suggestion}
+    """The finding as JSON (a trial attribute, the summary), with its short location for tables."""
+    return {**finding.to_dict(), "where": finding.where}
 
 
 class _Trainer:
@@ -250,7 +250,7 @@ class _Trainer:
         self.epochs, self.seed, self.summary_dir, self.progress = epochs, seed, summary_dir, progress
         self.doctor_options = doctor_options
 
-    def run(self, params: dict[str, Any], name: str, trial: Any = None, higher_is_better: bool = True) -> Trained:
+    def run(self, params: dict[str, Any], name: str, trial: Any = None) -> Trained:
         """Train one configuration with the Doctor (and the guard) inside."""
         import mindspore as ms
         from mindspore.train import Model
@@ -266,7 +266,7 @@ class _Trainer:
             options["summary_dir"] = str(Path(self.summary_dir) / name)
         doctor = Doctor(**options)
         bar = Progress(name, self.epochs, self.progress)
-        guard = TrialGuard(doctor, trial, higher_is_better, bar)
+        guard = TrialGuard(doctor, trial, bar)
         level = logger.level
         logger.setLevel(logging.ERROR)  # the trial's findings go to its attributes, not to the console
         try:
@@ -277,7 +277,7 @@ class _Trainer:
         bar.close(f"pruned: {guard.fatal.code} at step {guard.fatal.step}" if guard.fatal else
                   f"pruned at epoch {guard.pruned_epoch}" if guard.pruned_epoch else
                   f"{guard.value:.4g}" if guard.value is not None else "no score")
-        return Trained(doctor, guard, net, loss_fn)
+        return Trained(doctor, guard, net, loss_fn, optimizer)
 
 
 def _ranked(report: Report) -> list[dict[str, Any]]:
@@ -305,8 +305,9 @@ def _suggest(trial: Any, name: str, knob: tuning.Knob) -> Any:
     return trial.suggest_float(name, knob.low, knob.high, log=knob.log)
 
 
-def _setup(trainer: _Trainer, space: Any, progress: bool) -> dict[str, Any]:
-    """Train the baseline, run the range test, derive the space: what the study's attribute stores."""
+def _setup(trainer: _Trainer, given: dict[str, tuning.Knob] | None, progress: bool) -> dict[str, Any]:
+    """Train the baseline, and without a ``given`` space run the range test and derive one from the findings:
+    what the study's attribute stores."""
     from mindspore_doctor.diagnosis import diagnose
     from mindspore_doctor.probes.loss import host_scalar
     from mindspore_doctor.sanity_checks import sanity
@@ -315,23 +316,21 @@ def _setup(trainer: _Trainer, space: Any, progress: bool) -> dict[str, Any]:
     report = baseline.doctor.report
     metric, higher_is_better, samples = _metric_of(report)
     codes = set(report.codes())
-    if space == "auto":
+    knobs = given
+    if knobs is None:
         checked = sanity(lambda: build_once(trainer.build, {}), _data_for(trainer.train_ds, {}), progress=progress)
         codes |= checked.codes()
-        optimizer = build_once(trainer.build, {})[2]
-        lr = getattr(optimizer, "learning_rate", None)
+        lr = getattr(baseline.optimizer, "learning_rate", None)  # a schedule's is not one number: ignored
         knobs = tuning.auto_space(
             codes, learning_rate=host_scalar(lr) if lr is not None and getattr(lr, "size", 0) == 1 else None,
             lr_suggestion=checked.meta.get("lr_range_test", {}).get("suggested_lr"),
             has_dropout=any(type(c).__name__ == "Dropout" for _, c in baseline.network.cells_and_names()),
             batch_sizes=() if _is_dataset(trainer.train_ds) else (16, 32, 64, 128))
-    else:
-        knobs = tuning.parse_space(space)
     ranked = _ranked(report)
     return {
         "metric": metric, "direction": "maximize" if higher_is_better else "minimize", "eval_samples": samples,
         "space": {name: knob.to_dict() for name, knob in knobs.items()},
-        "baseline": {"params": {}, "value": eval_value(report, higher_is_better),
+        "baseline": {"params": {}, "value": baseline.guard.value,
                      "state": "COMPLETE",
                      "top_finding": ranked[0] if ranked else None, "findings": ranked,
                      "diagnosis": diagnose(report, history=baseline.doctor.history).to_dict()},
@@ -359,16 +358,15 @@ def tune(build: Build, train_ds: Any, eval_ds: Any, *, space: Any = "auto", tria
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the trials' progress lines say what happens
     if trials < 1 or epochs < 1:
         raise TuneError(f"trials and epochs must be at least 1, got trials={trials}, epochs={epochs}")
-    if space != "auto":
-        try:
-            tuning.parse_space(space)  # a bad space is refused before anything trains
-        except ValueError as exc:
-            raise TuneError(str(exc)) from None
+    try:
+        given = None if space == "auto" else tuning.parse_space(space)  # refused before anything trains
+    except ValueError as exc:
+        raise TuneError(str(exc)) from None
     require_batches(train_ds=train_ds, eval_ds=eval_ds, holdout_ds=holdout_ds)
     trainer = _Trainer(build, train_ds, eval_ds, epochs=epochs, seed=seed, summary_dir=summary_dir,
                        progress=progress, doctor_options=doctor_options)
     backend = open_storage(storage)
-    setup = _existing_setup(backend, study_name) or _setup(trainer, space, progress)
+    setup = _existing_setup(backend, study_name) or _setup(trainer, given, progress)
     startup = random_trials if random_trials is not None else max(3, trials // 3)
     with _settled_features():  # constant liar: workers sampling at once do not pick the same region
         sampler = optuna.samplers.TPESampler(n_startup_trials=startup, seed=seed + worker, multivariate=True,
@@ -380,7 +378,6 @@ def tune(build: Build, train_ds: Any, eval_ds: Any, *, space: Any = "auto", tria
         study.set_user_attr(SETUP_ATTR, setup)
     setup = study.user_attrs[SETUP_ATTR]
     knobs = {name: tuning.Knob.from_dict(k) for name, k in setup["space"].items()}
-    higher_is_better = setup["direction"] == "maximize"
     holdout = None
     if holdout_ds is not None:
         from mindspore_doctor.config import DoctorConfig
@@ -391,7 +388,7 @@ def tune(build: Build, train_ds: Any, eval_ds: Any, *, space: Any = "auto", tria
     def objective(trial: Any) -> float:
         params = {name: _suggest(trial, name, knob) for name, knob in knobs.items()}
         started = time.perf_counter()
-        trained = trainer.run(params, f"trial_{trial.number:03d}", trial, higher_is_better)
+        trained = trainer.run(params, f"trial_{trial.number:03d}", trial)
         _record(trial, trained)
         trial.set_user_attr("worker", worker)
         trial.set_user_attr("duration_s", round(time.perf_counter() - started, 2))
@@ -404,8 +401,7 @@ def tune(build: Build, train_ds: Any, eval_ds: Any, *, space: Any = "auto", tria
         if holdout is not None:
             holdout.records.clear()
             holdout.run(trained.network, trained.loss_fn, epochs)
-            trial.set_user_attr("holdout", eval_value(Report(meta={"evaluation": holdout.to_dict()}),
-                                                      higher_is_better))
+            trial.set_user_attr("holdout", eval_value(holdout.to_dict()))
         return value
 
     if storage is not None:
