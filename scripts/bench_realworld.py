@@ -242,7 +242,8 @@ def print_summary(scored: dict[str, Any]) -> None:
         if row["lint_crashed"] or row["doctor_crashed"]:
             print(f"    CRASHED: {row['lint_crashed'] or row['doctor_crashed']}")
     print(f"\n{t['programs']} models ({t['trained']} trained, {t['linted_only']} linted only, {t['architectures']} "
-          f"architectures): with alarms {len(t['with_alarms'])}, effect failures {len(t['effect_failures'])}, "
+          f"architectures): did not run {len(t['failed_to_run'])}, with alarms {len(t['with_alarms'])}, "
+          f"effect failures {len(t['effect_failures'])}, "
           f"crashes {len(t['crashes'])}, MSD001 {len(t['internal_errors'])}, weights changed "
           f"{len(t['weights_changed'])}, median step ratio {faults._pct(t['median_step_ratio'])}, "
           f"median RSS ratio {faults._pct(t['median_rss_ratio'])}")
@@ -253,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fast", action="store_true", help="only the CI subset (and no paired timing)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="only these programs")
     parser.add_argument("--jobs", type=int, default=1, help="parallel programs (default 1: they are heavy)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per program")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per program (YOLOv8-n took 1991 s "
+                        "alone on a slow 2-core machine)")
     parser.add_argument("--paired-steps", type=int, help="steps per variant in the paired timing "
                         "(default 60; 0 with --fast)")
     parser.add_argument("--json", type=Path, help="write the scored results here")
