@@ -208,12 +208,14 @@ class DoctorConfig:
     eval_max_batches: int = 50
     """Bound on the batches read per evaluation (eval set, and the train sample for MSD402)."""
     overfit_patience: int = 2
-    """MSD401: consecutive evaluations with rising eval loss (while train loss falls) that mean overfitting."""
+    """MSD401: consecutive evaluations with rising eval loss (while train loss falls) that mean overfitting, and
+    evaluations without a new best eval loss that mean it stopped improving (the gap test)."""
     overfit_min_rise: float = 0.1
     """MSD401: rising eval loss must end at least this fraction above its best (a healthy run's eval loss wanders
     by a few percent once it has converged)."""
     overfit_gap_ratio: float = 2.0
-    """MSD401: eval loss at or above this multiple of train loss, once eval loss stopped improving."""
+    """MSD401: eval loss at or above this multiple of train loss, once eval loss stopped improving (no new best for
+    ``overfit_patience`` evaluations)."""
     overfit_noise_sigmas: float = 3.0
     """MSD401: a rise of the eval loss above its best, and its gap above the train loss, must exceed this many
     standard errors of the losses (per-sample loss std / sqrt(samples)): on a 114-sample eval split one

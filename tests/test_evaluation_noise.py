@@ -59,6 +59,21 @@ MEMORISED = dict(
     samples=256)
 
 
+# nn_mlp_digits, CI run of 2026-12-01: 359 eval samples, 97 % eval accuracy; the last two evaluations are the CI
+# run's (eval loss 0.0706 -> 0.07066 as the cosine schedule reaches 0), the first three a local run's
+DIGITS = dict(
+    train=[0.1475, 0.0790, 0.0468, 0.0366, 0.03415],
+    train_se=[0.0107, 0.0085, 0.0046, 0.0040, 0.0038],
+    evaluated=[0.2018, 0.0917, 0.0858, 0.0706, 0.07066],
+    eval_se=[0.0233, 0.0121, 0.0117, 0.0115, 0.0115],
+    samples=359)
+
+
+def _until(run, epochs):
+    """The run as it stood after ``epochs`` evaluations."""
+    return {key: value[:epochs] if isinstance(value, list) else value for key, value in run.items()}
+
+
 def _scaled(run, factor):
     """The same losses measured with ``factor`` x their standard errors (a larger or smaller eval set)."""
     return {**run, "train_se": [s * factor for s in run["train_se"]], "eval_se": [s * factor for s in run["eval_se"]]}
@@ -86,6 +101,22 @@ def test_a_generalisation_gap_within_noise_is_not_overfitting():
     assert overfitting(_records(**WINE), CFG) == []
 
 
+def test_one_evaluation_a_hair_above_its_best_has_not_stopped_improving():
+    """Regression (CI): digits' eval loss 0.07066 was 2.07x its train loss and 0.0001 above its best of the epoch
+    before, 3.0 standard errors: the gap test fired on the last epoch of a healthy run. The eval loss has stopped
+    improving only after ``overfit_patience`` evaluations without a new best."""
+    assert overfitting(_records(**DIGITS), CFG) == []
+    assert overfitting(_records(**DIGITS), DoctorConfig(overfit_patience=1)) != []
+
+
+def test_the_same_gap_two_evaluations_past_the_best_is_overfitting():
+    """Firing twin: one more epoch that does not beat epoch 4 (eval loss 0.0712, train loss still falling)."""
+    longer = dict(train=DIGITS["train"] + [0.0330], train_se=DIGITS["train_se"] + [0.0037],
+                  evaluated=DIGITS["evaluated"] + [0.0712], eval_se=DIGITS["eval_se"] + [0.0115], samples=359)
+    (found,) = overfitting(_records(**longer), CFG)
+    assert found.evidence["kind"] == "gap" and found.evidence["best_epoch"] == 4
+
+
 def test_memorising_the_training_set_is_a_gap_far_beyond_the_noise():
     (found,) = overfitting(_records(**MEMORISED), CFG)
     assert found.evidence["kind"] == "gap" and found.evidence["eval_samples"] == 256
@@ -93,13 +124,15 @@ def test_memorising_the_training_set_is_a_gap_far_beyond_the_noise():
 
 
 def test_the_noise_threshold_is_a_config_field():
-    assert overfitting(_records(**WINE), DoctorConfig(overfit_noise_sigmas=2.0)) != []
+    """Wine after epoch 22, two evaluations past its best (epoch 20): a 2.05x gap of 2.1 standard errors."""
+    assert overfitting(_records(**_until(WINE, 22)), CFG) == []
+    assert overfitting(_records(**_until(WINE, 22)), DoctorConfig(overfit_noise_sigmas=2.0)) != []
     assert overfitting(_records(**MEMORISED), DoctorConfig(overfit_noise_sigmas=5.0)) == []
 
 
 def test_unknown_noise_counts_as_none():
-    """A loss whose noise could not be estimated is judged as before (wine's gap fires)."""
-    unknown = _records(**WINE)
+    """A loss whose noise could not be estimated is judged as before (wine's gap after epoch 22 fires)."""
+    unknown = _records(**_until(WINE, 22))
     for record in unknown:
         record.train_loss_se = record.eval_loss_se = None
     (found,) = overfitting(unknown, CFG)

@@ -58,8 +58,9 @@ def _sigmas(excess: float, se: float, last: EvalRecord) -> str:
 
 def overfitting(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Finding]:
     """Eval loss rising for ``overfit_patience`` evaluations while train loss falls (ending at least
-    ``overfit_min_rise`` and ``overfit_noise_sigmas`` standard errors above its best), or, once stalled, an
-    eval loss at least ``overfit_gap_ratio`` x the train loss and ``overfit_noise_sigmas`` standard errors above it.
+    ``overfit_min_rise`` and ``overfit_noise_sigmas`` standard errors above its best), or, once stalled (no new
+    best for ``overfit_patience`` evaluations), an eval loss at least ``overfit_gap_ratio`` x the train loss and
+    ``overfit_noise_sigmas`` standard errors above it.
 
     The standard errors (``eval_loss_se``, ``train_loss_se``) keep both tests quiet on a small eval split,
     whose mean loss moves by its sampling noise from one evaluation to the next.
@@ -86,7 +87,7 @@ def overfitting(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Fin
     if len(rows) > k:
         best = min(rows, key=lambda r: r.eval_loss)
         last = rows[-1]
-        stalled = all(r.eval_loss >= best.eval_loss for r in rows[-k:]) and best is not rows[-1]
+        stalled = all(r is not best for r in rows[len(rows) - k:])  # no new best in the last k evaluations
         gap = last.eval_loss / last.train_loss if last.train_loss > 0 else math.inf
         excess = last.eval_loss - last.train_loss
         se = _se((last.eval_loss_se, 1.0), (last.train_loss_se, 1.0))
