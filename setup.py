@@ -1,4 +1,25 @@
+from pathlib import Path
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+RULE_DOCS = "docs/rules"
+"""One page per finding code, kept at the repository's root and shipped inside the package at the same relative
+path, where mindspore_doctor/rule_docs.py looks first (package_data cannot reach outside the package)."""
+
+
+class BuildPyWithRuleDocs(build_py):
+    """Also copy the rule pages into the built package: ``msdoctor rule`` and the reports' links need them."""
+
+    def run(self) -> None:
+        super().run()
+        if self.editable_mode:  # an editable install reads the checkout's pages
+            return
+        target = Path(self.build_lib, "mindspore_doctor", RULE_DOCS)
+        self.mkpath(str(target))
+        for page in sorted(Path(RULE_DOCS).glob("*.md")):
+            self.copy_file(str(page), str(target / page.name))
+
 
 setup(
     name="mindspore_doctor",
@@ -27,4 +48,5 @@ setup(
                  "wget==3.2", "mir_eval==0.8.2", "Levenshtein==0.27.5"],
     },
     entry_points={"console_scripts": ["msdoctor=mindspore_doctor.cli:main"]},
+    cmdclass={"build_py": BuildPyWithRuleDocs},
 )

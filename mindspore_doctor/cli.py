@@ -20,6 +20,7 @@ from mindspore_doctor._io import REPORT_FILE
 from mindspore_doctor.catalog import RULES, resolve_codes
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Report, Severity
+from mindspore_doctor.rule_docs import rule_doc
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 FORMATS = ("text", "json", "sarif")
@@ -167,21 +168,15 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _docs_dirs() -> list[Path]:
-    package = Path(__file__).resolve().parent
-    return [package / "docs" / "rules", package.parent / "docs" / "rules"]
-
-
 def cmd_rule(args: argparse.Namespace) -> int:
     wanted = args.code.strip()
     entry = RULES.get(wanted.upper()) or next((r for r in RULES.values() if r.slug == wanted), None)
     if entry is None:
         raise UsageError(f"unknown rule {args.code!r}; `msdoctor rules` lists them")
-    for folder in _docs_dirs():
-        doc = folder / f"{entry.code}.md"
-        if doc.is_file():
-            print(doc.read_text(encoding="utf-8").rstrip())
-            return EXIT_OK
+    page = rule_doc(entry.code)
+    if page is not None:
+        print(page.read_text(encoding="utf-8").rstrip())
+        return EXIT_OK
     print(f"{entry.code} [{entry.slug}] ({entry.severity.value}): {entry.summary}")
     print(f"(the full documentation, {entry.doc_path}, is not installed with this package)")
     return EXIT_OK

@@ -115,8 +115,7 @@ def test_run_directory_without_report_or_with_bad_json_is_a_clear_error(tmp_path
 
 def test_rule_doc_links_point_at_the_rule_page():
     href = html.rule_doc_href("MSD207")
-    assert href.endswith("docs/rules/MSD207.md")
-    assert href.startswith("file://") == (html._DOCS_DIR / "MSD207.md").is_file()
+    assert href.startswith("file://") and href.endswith("/docs/rules/MSD207.md")  # installed: test_packaging.py
 
 
 def _chart(page, chart_id):

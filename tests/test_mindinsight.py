@@ -1,7 +1,10 @@
 """The MindInsight writer on hand-built signals: framing, tags, bounds, buffering, lineage, torn files."""
 from __future__ import annotations
 
+import errno
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -212,3 +215,23 @@ def test_finding_episodes_become_open_and_resolved_series(tmp_path):
     assert scalars["doctor/findings/MSD202/open"] == [(40, 1.0), (60, 0.0), (60, 0.0)]
     assert scalars["doctor/findings/MSD202/resolved"][-1] == (60, 1.0)
     assert scalars["doctor/findings/error"][-1] == (60, 0.0) and scalars["doctor/findings/info"][-1] == (60, 1.0)
+
+
+def open_descriptors(path: Path) -> list[str]:
+    """This process's file descriptors open on ``path`` (Linux: ``/proc/self/fd``)."""
+    folder = "/proc/self/fd"
+    return [fd for fd in os.listdir(folder) if os.path.realpath(os.path.join(folder, fd)) == str(path.resolve())]
+
+
+def disk_full(*args) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_close_releases_the_file_when_its_last_write_fails(tmp_path, monkeypatch):
+    writer = mi.MindInsightWriter(tmp_path)
+    writer.write_step(_signals(1))
+    monkeypatch.setattr(writer, "_append", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        writer.close(_report())
+    assert writer.closed and not open_descriptors(writer.path)
+    mi.MindInsightWriter(tmp_path).close()  # the directory is free for the next run's writer

@@ -71,7 +71,7 @@ def test_sarif_log_is_structurally_valid_and_json_serialisable():
     assert {r["id"] for r in driver["rules"]} == set(RULES)
     dropout_rule = next(r for r in driver["rules"] if r["id"] == "MSD104")
     assert dropout_rule["name"] == "dropout-rate-suspicious"
-    assert dropout_rule["helpUri"] == "docs/rules/MSD104.md"
+    assert dropout_rule["helpUri"].startswith("file://") and dropout_rule["helpUri"].endswith("/docs/rules/MSD104.md")
 
 
 def test_results_map_severity_location_and_properties():

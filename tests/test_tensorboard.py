@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
+from tensorboardX.event_file_writer import EventsWriter
 
 from mindspore_doctor import cli
+from mindspore_doctor._io import HISTORY_FILE, REPORT_FILE
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.export import tensorboard as tb
 from mindspore_doctor.findings import Report
-from mindspore_doctor.signals import StepSignals
+from mindspore_doctor.signals import StepSignals, TrainingHistory
+from test_mindinsight import disk_full, open_descriptors
 from test_mindinsight_server import train_tiny_net
 
 
@@ -165,3 +168,34 @@ def test_report_converts_a_finished_run_once(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path), "--tensorboard"]) == cli.EXIT_USAGE
     assert "already has" in capsys.readouterr().err
     assert len(list(tmp_path.glob("events.out.tfevents.*.doctor"))) == 1
+
+
+def test_a_conversion_that_fails_midway_leaves_no_file_and_can_run_again(tmp_path, monkeypatch):
+    history = TrainingHistory(steps=[StepSignals(step=step, loss=1.0 / step) for step in range(1, 6)])
+    (tmp_path / REPORT_FILE).write_text(_report().to_json())
+    (tmp_path / HISTORY_FILE).write_text(json.dumps(history.to_dict()))
+    before = sorted(tmp_path.iterdir())
+    write_event = EventsWriter.write_event
+
+    def disk_full_at_step_3(self, event):
+        if event.step == 3:
+            disk_full()
+        return write_event(self, event)
+
+    monkeypatch.setattr(EventsWriter, "write_event", disk_full_at_step_3)
+    with pytest.raises(OSError, match="No space left"):
+        tb.convert_run(tmp_path)
+    assert sorted(tmp_path.iterdir()) == before  # no half-written events file, no staging folder
+    monkeypatch.undo()
+    path = tb.convert_run(tmp_path)
+    assert path.parent == tmp_path and sorted(tmp_path.iterdir()) == sorted([*before, path])
+    assert [e.step for e in _read(tmp_path).Scalars("doctor/loss")] == [1, 2, 3, 4, 5]
+
+
+def test_close_releases_the_file_when_its_last_write_fails(tmp_path, monkeypatch):
+    writer = tb.TensorBoardWriter(tmp_path, flush_seconds=3600)
+    writer.write_step(StepSignals(step=1, loss=1.0))
+    monkeypatch.setattr(writer, "_append", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        writer.close(_report())
+    assert writer.closed and not open_descriptors(writer.path)

@@ -19,6 +19,7 @@ from mindspore_doctor.catalog import RULES
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.export.summary import spread_evenly
 from mindspore_doctor.findings import Finding, Report
+from mindspore_doctor.rule_docs import rule_doc_uri as rule_doc_href  # one lookup for every report's rule links
 from mindspore_doctor.signals import TrainingHistory
 
 MAX_HEATMAP_ROWS = 40
@@ -26,13 +27,6 @@ MAX_LINES = 10
 SEVERITY_COLORS = {"error": "#c62828", "warning": "#ef8f00", "info": "#1565c0"}
 _METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)
 """matplotlib's RDF block only names schema URLs; dropped so the page mentions no external address."""
-_DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "rules"
-
-
-def rule_doc_href(code: str) -> str:
-    """Link to the rule's page: the checkout's ``docs/rules/<code>.md`` when present, else that relative path."""
-    page = _DOCS_DIR / f"{code}.md"
-    return page.as_uri() if page.is_file() else f"docs/rules/{code}.md"
 
 
 def _log10(value: float | None) -> float:

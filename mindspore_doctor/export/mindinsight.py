@@ -216,14 +216,20 @@ class MindInsightWriter(BufferedSummaryWriter):
     def close(self, report: Report | None = None, run_info: Mapping[str, Any] | None = None,
               episodes: Mapping[str, float] | None = None, diagnosis: Mapping[str, Any] | None = None) -> Path | None:
         """Flush and close the event file; with a report, also write the lineage file (``run_info``: the
-        hyperparameters; the diagnosis has no place in MindInsight). Returns the lineage file's path."""
-        self._final_counts(report, episodes)
-        self.flush()
-        if self._fd is not None:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = None
-        self._unregister()
+        hyperparameters; the diagnosis has no place in MindInsight). Returns the lineage file's path.
+
+        The file is closed even when the last write fails (a full disk): the descriptor is released and a new
+        writer can take the directory over."""
+        try:
+            self._final_counts(report, episodes)
+            self.flush()
+            if self._fd is not None:
+                os.fsync(self._fd)
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self._unregister()
         if report is None:
             return None
         info = dict(run_info or {})

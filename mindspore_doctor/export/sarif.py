@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 from mindspore_doctor.catalog import RULES
 from mindspore_doctor.findings import TOOL_NAME, Finding, Report
+from mindspore_doctor.rule_docs import rule_doc_uri
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -76,7 +77,7 @@ def to_sarif(report: Report, tool_version: str | None = None) -> dict[str, Any]:
             "name": r.slug,
             "shortDescription": {"text": r.summary},
             "defaultConfiguration": {"level": _LEVEL[r.severity.value]},
-            "helpUri": r.doc_path,
+            "helpUri": rule_doc_uri(r.code),
         }
         for r in RULES.values()
     ]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -238,23 +239,41 @@ class TensorBoardWriter(BufferedSummaryWriter):
               episodes: Mapping[str, float] | None = None, diagnosis: Mapping[str, Any] | None = None) -> Path:
         """Final counts, the final findings table and the HParams session end (``run_info`` went in when the file
         was opened); then close the file."""
-        if not self.closed:
-            self._final_counts(report, episodes)
-            if report is not None:
-                self.write_findings(report, diagnosis, self.last_step, final=True)
-            if self._session_end is not None:
-                _stamp_time(self._session_end, "session_end_info", "end_time_secs")
-                self._pending.append(self._event(self.last_step, self._session_end))
-            self.flush()
-            self._events.close()
-            self._events = None
-        self._unregister()
+        try:
+            if not self.closed:
+                self._final_counts(report, episodes)
+                if report is not None:
+                    self.write_findings(report, diagnosis, self.last_step, final=True)
+                if self._session_end is not None:
+                    _stamp_time(self._session_end, "session_end_info", "end_time_secs")
+                    self._pending.append(self._event(self.last_step, self._session_end))
+                self.flush()
+        finally:
+            self._close_file()
         return self.path
+
+    def discard(self) -> None:
+        """Drop what is still buffered and close the file as it stands: the caller deletes an unfinished file."""
+        self._pending.clear()
+        self._close_file()
+
+    def _close_file(self) -> None:
+        """Close the event file and stop being the directory's writer, even when the last write failed."""
+        events, self._events = self._events, None
+        try:
+            if events is not None:
+                events.close()
+        finally:
+            self._unregister()
 
 
 def convert_run(run_dir: str | os.PathLike) -> Path:
     """TensorBoard files for a finished run from its ``doctor_report.json`` and ``doctor_history.json`` (e.g. a
-    run made before the option existed). Finding counts are rebuilt per step from the step each was found at."""
+    run made before the option existed). Finding counts are rebuilt per step from the step each was found at.
+
+    The file is written in a staging folder inside ``run_dir`` and moved beside the other files once complete: a
+    conversion that fails leaves no half-written file to refuse the next one (nor to show TensorBoard a torn run).
+    """
     run_dir = Path(run_dir)
     existing = sorted(run_dir.glob(EVENTS_GLOB))
     if existing:
@@ -265,7 +284,19 @@ def convert_run(run_dir: str | os.PathLike) -> Path:
     history = (TrainingHistory.from_dict(json.loads(history_path.read_text(encoding="utf-8")))
                if history_path.is_file() else TrainingHistory())
     run_info = {"network": report.meta.get("target"), **report.meta.get("run", {})}
-    writer = TensorBoardWriter(run_dir, run_info=run_info, flush_seconds=float("inf"))
+    with tempfile.TemporaryDirectory(prefix=".doctor-tensorboard.", dir=run_dir) as staging:
+        writer = TensorBoardWriter(staging, run_info=run_info, flush_seconds=float("inf"))
+        try:
+            _write_history(writer, report, history)
+            staged = writer.close(report, diagnosis=report.meta.get("diagnosis"))
+        except BaseException:
+            writer.discard()
+            raise
+        return staged.replace(run_dir / staged.name)
+
+
+def _write_history(writer: TensorBoardWriter, report: Report, history: TrainingHistory) -> None:
+    """Every step of ``history``, with the finding counts as they stood at that step."""
     found = sorted(report.findings, key=lambda f: -1 if f.step is None else f.step)
     so_far = Report()
     for signals in history.steps:
@@ -273,4 +304,3 @@ def convert_run(run_dir: str | os.PathLike) -> Path:
             so_far.findings.append(found[len(so_far.findings)])
         writer.write_step(signals, so_far)
     writer.last_step = max(writer.last_step, max((f.step or 0 for f in report.findings), default=0))
-    return writer.close(report, diagnosis=report.meta.get("diagnosis"))
