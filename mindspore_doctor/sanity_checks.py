@@ -122,7 +122,7 @@ class _Session:
         from mindspore_doctor.checks import CheckSkipped
         from mindspore_doctor.probes.evaluation import Probe, infer_task
         from mindspore_doctor.rules.training import unexpected_initial_loss
-        from mindspore_doctor.signals import StepSignals, TrainingHistory
+        from mindspore_doctor.signals import StartState, StepSignals, TrainingHistory
 
         net, loss_fn, _opt = _built(self.build)
         measured = Probe(net, loss_fn).measure(self.batches[:1])
@@ -137,7 +137,8 @@ class _Session:
             classes = int(measured.outputs.shape[task.class_axis])
         self.meta["initial_loss"] = {"loss": measured.loss, "num_classes": classes,
                                      "expected": math.log(classes) if classes else None}
-        history = TrainingHistory(steps=[StepSignals(step=0, loss=measured.loss)], num_classes=classes)
+        fresh = StartState(True, "sanity() measures a network build() has just made, for this phase alone")
+        history = TrainingHistory(steps=[StepSignals(step=0, loss=measured.loss)], num_classes=classes, start=fresh)
         return unexpected_initial_loss(history, self.config)
 
     def overfit_batch(self, _: Any) -> list[Finding]:

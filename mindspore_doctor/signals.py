@@ -81,6 +81,19 @@ class StepSignals:
 
 
 @dataclass
+class StartState:
+    """Whether a training run starts from freshly initialised weights, measured before its first step: a resumed,
+    continued or fine-tuned run starts from what the network learned, and the rules that judge what a fresh network
+    does first (MSD205, MSD215) keep quiet on it."""
+
+    fresh: bool | None
+    """True: nothing shows training and parameters hold the values of a MindSpore initialisation; False: trained or
+    loaded weights, or an optimizer that has stepped; None: nothing tells either way."""
+    reason: str
+    """The evidence that decided, with its numbers."""
+
+
+@dataclass
 class TrainingHistory:
     """Every probed step of a run, in order; what the MSD2xx rules and the reports read."""
 
@@ -97,6 +110,8 @@ class TrainingHistory:
     """Parameter name -> index of its learning-rate group, when the optimizer has several (empty: one rate)."""
     group_peak_learning_rates: list[float] = field(default_factory=list)
     """Per learning-rate group: its schedule's largest rate, as ``peak_learning_rate`` is for the optimizer."""
+    start: StartState | None = None
+    """Where the first step started from (``static/start_state.py``); None: not measured."""
 
     def append(self, s: StepSignals) -> None:
         self.steps.append(s)
@@ -117,6 +132,7 @@ class TrainingHistory:
             "peak_learning_rate": self.peak_learning_rate,
             "lr_groups": dict(self.lr_groups),
             "group_peak_learning_rates": list(self.group_peak_learning_rates),
+            "start": asdict(self.start) if self.start is not None else None,
             "steps": [s.to_dict() for s in self.steps],
         }
 
@@ -130,6 +146,7 @@ class TrainingHistory:
             peak_learning_rate=data.get("peak_learning_rate"),
             lr_groups=dict(data.get("lr_groups", {})),
             group_peak_learning_rates=list(data.get("group_peak_learning_rates", [])),
+            start=StartState(**data["start"]) if data.get("start") else None,
         )
 
 

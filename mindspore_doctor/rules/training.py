@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
@@ -240,7 +240,24 @@ def loss_oscillating(history: TrainingHistory, config: DoctorConfig, latest: boo
     return []
 
 
+def _trained_start(history: TrainingHistory) -> bool:
+    """The run starts from trained weights (resumed, continued, fine-tuned): its first losses show what the network
+    learned before, not what a fresh one does. Unknown counts as fresh: a rule stays quiet only on evidence."""
+    return history.start is not None and history.start.fresh is False
+
+
+def _start_evidence(history: TrainingHistory) -> dict[str, Any]:
+    """Why the start was judged fresh, for the evidence of a rule that assumes it."""
+    start = history.start
+    if start is None:
+        return {"fresh_start": None, "start_state": "not measured"}
+    return {"fresh_start": start.fresh, "start_state": start.reason}
+
+
 def loss_suspiciously_low(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    """A loss near zero in the first steps of a fresh network; a resumed one may have learned it already."""
+    if _trained_start(history):
+        return []
     for s in history.steps:
         if s.step > config.early_steps:
             break
@@ -252,7 +269,7 @@ def loss_suspiciously_low(history: TrainingHistory, config: DoctorConfig) -> lis
                     "anything: the labels may leak into the inputs, or the loss is not comparing predictions "
                     "with labels.",
                     step=s.step,
-                    evidence={"loss": s.loss, "threshold": config.low_loss},
+                    evidence={"loss": s.loss, "threshold": config.low_loss, **_start_evidence(history)},
                     suggestion="Check the label column is not also an input feature and that the loss receives "
                     "(logits, labels) in that order.",
                 )
@@ -261,9 +278,10 @@ def loss_suspiciously_low(history: TrainingHistory, config: DoctorConfig) -> lis
 
 
 def unexpected_initial_loss(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
+    """The first loss of a fresh classifier far from ln(C); a resumed or fine-tuned one starts where it was."""
     classes = history.num_classes
     first = next((s for s in history.steps if s.loss is not None), None)
-    if not classes or classes < 2 or first is None or not _finite(first.loss):
+    if not classes or classes < 2 or first is None or not _finite(first.loss) or _trained_start(history):
         return []
     step, loss = first.step, first.loss
     expected = math.log(classes)
@@ -275,7 +293,7 @@ def unexpected_initial_loss(history: TrainingHistory, config: DoctorConfig) -> l
             f"The first loss is {loss:.4g}, but a freshly initialised {classes}-class classifier should start near "
             f"ln({classes}) = {expected:.3g} (off by more than {config.initial_loss_factor:g}x).",
             step=step,
-            evidence={"first_loss": loss, "expected": expected, "num_classes": classes},
+            evidence={"first_loss": loss, "expected": expected, "num_classes": classes, **_start_evidence(history)},
             suggestion="A much larger loss means over-confident init (large final-layer weights or logits scaled up); "
             "a much smaller one means the loss is not a " + _CLASSIFICATION_HINT + " over these outputs.",
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
@@ -138,7 +138,7 @@ _LOOKUP_OPS = frozenset({"gather", "gatherv2", "embedding", "embeddinglookup", "
 def _random_like(param: Any) -> bool:
     """Values drawn like a Normal init: many distinct values, centred, normal tails (kurtosis 2-4). A frozen
     one-hot matrix (Swin's relative-position index) or a sinusoidal table is not."""
-    values = _host_array(param)
+    values = host_array(param)
     if values is None or values.size < 32:
         return False
     sample = values.reshape(-1)[:10_000]
@@ -196,12 +196,15 @@ def _following_activation(cell: Any, parent: Any, key: str) -> str | None:
     return None
 
 
-def _host_array(param: Any) -> np.ndarray | None:
-    """float32 host copy; None for a parameter whose data is not initialised yet (lazy init)."""
+def host_array(param: Any, limit: int | None = None) -> np.ndarray | None:
+    """float32 host copy, of its first ``limit`` elements only when given (a sample: a big weight is not copied
+    whole); None for a parameter whose data is not initialised yet (lazy init)."""
     import mindspore as ms
 
     if getattr(param, "has_init", False):
         return None
+    if limit is not None and math.prod(param.shape) > limit:
+        param = param.reshape(-1)[:limit]
     if param.dtype == ms.bfloat16:
         param = param.astype(ms.float32)
     return np.asarray(param.asnumpy(), dtype=np.float32)
@@ -210,7 +213,7 @@ def _host_array(param: Any) -> np.ndarray | None:
 def _measure(param: Any, role: str, fan_in: int | None) -> dict[str, Any]:
     if role not in rules.INIT_CHECKED or math.prod(param.shape) <= 1:
         return {}
-    values = _host_array(param)
+    values = host_array(param)
     if values is None or values.size == 0:
         return {}
     low, high = values.min(), values.max()
@@ -247,17 +250,21 @@ def _uniform_bounds(cell: Any, role: str) -> list[float]:
 
 
 def _at_init(param: Any, cell: Any, role: str) -> bool | None:
-    """Whether a (frozen) parameter still holds the values MindSpore initialises it with (MSD102).
+    """Whether a (frozen) parameter still holds the values MindSpore initialises it with (MSD102)."""
+    values = host_array(param) if role in rules.TRAINABLE_LOOKING else None
+    return None if values is None else _values_at_init(values, cell, role)
+
+
+def _values_at_init(values: np.ndarray, cell: Any, role: str) -> bool | None:
+    """Whether ``values`` (of a parameter of ``cell`` in ``role``, or a sample of them) are what MindSpore
+    initialises such a parameter with.
 
     True: constant (norm gamma 1 / beta 0, zero bias, any constant init), or uniform within one of the
     known bounds with the matching spread. False: trained or loaded values: a norm scale/shift that is
     not constant, or a uniform-shaped weight with a uniform init's spread that has moved past its bound.
     None: no known init matches (a Normal or long-trained weight), so nothing can be told.
     """
-    if role not in rules.TRAINABLE_LOOKING:
-        return None
-    values = _host_array(param)
-    if values is None or values.size == 0:
+    if role not in rules.TRAINABLE_LOOKING or values.size == 0:
         return None
     if values.min() == values.max():
         return True
@@ -293,6 +300,37 @@ def _trained_norm(norm: Any) -> bool:
     return any(_at_init(p, norm, _role(norm, key, p)) is False for key, p, _ in _own_params(norm))
 
 
+class ParameterStart(NamedTuple):
+    """A parameter as a run finds it before its first step (``static/start_state.py`` judges the run by them)."""
+
+    name: str
+    cell_type: str
+    role: str
+    shape: tuple[int, ...]
+    requires_grad: bool
+    sample: np.ndarray
+    """Its first values in memory order (at most the ``limit`` asked for: whole rows of a small-fan-in weight),
+    float32 on the host."""
+    at_init: bool | None
+    """Whether the sample holds what MindSpore initialises such a parameter with (``_values_at_init``)."""
+
+
+def parameter_starts(network: Any, limit: int) -> Iterator[ParameterStart]:
+    """Each trainable-looking parameter of ``network`` once, in network order, with a host sample of at most
+    ``limit`` of its values: a big model costs ``limit`` values per parameter, not a copy of its weights."""
+    seen: set[int] = set()
+    for _, _, cell, _, _ in _walk(network):
+        for key, param, _ in _own_params(cell):
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
+            role = _role(cell, key, param)
+            sample = host_array(param, limit) if role in rules.TRAINABLE_LOOKING else None
+            if sample is not None:
+                yield ParameterStart(param.name, type(cell).__name__, role, tuple(int(d) for d in param.shape),
+                                     bool(param.requires_grad), sample, _values_at_init(sample, cell, role))
+
+
 _GRID_STEPS = 256
 """Most grid steps a fixed kernel spans (``arange(16)`` spans 15, a 5x5 binomial blur 35)."""
 
@@ -313,11 +351,11 @@ def _fixed(param: Any, cell: Any, role: str) -> bool:
     zero bias beside it). A constant kernel alone is not fixed: it is what a constant init leaves."""
     if param.requires_grad or role not in rules.TRAINABLE_LOOKING:
         return False
-    values = _host_array(param)
+    values = host_array(param)
     if values is None or not _on_grid(values):
         return False
     for key, weight, _ in _own_params(cell):
-        kernel = _host_array(weight) if not weight.requires_grad and _role(cell, key, weight) == rules.WEIGHT else None
+        kernel = host_array(weight) if not weight.requires_grad and _role(cell, key, weight) == rules.WEIGHT else None
         if kernel is not None and kernel.size >= 4 and kernel.min() != kernel.max() and _on_grid(kernel):
             return True
     return False
