@@ -49,8 +49,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno and not exc.filename:  # a write: say which file it was for
+            raise OSError(exc.errno, exc.strerror or str(exc), str(target)) from exc
         raise
     return target
 

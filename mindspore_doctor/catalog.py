@@ -33,6 +33,8 @@ RULES: dict[str, Rule] = {
         # MSD0xx: the doctor itself
         Rule("MSD001", "internal-error", _W, "a check raised; it is disabled, training continues"),
         Rule("MSD002", "check-skipped", _I, "a check could not run in this setting"),
+        Rule("MSD003", "training-interrupted", _E, "training ended by an exception or a signal; the report holds "
+             "what was seen up to then"),
         # MSD1xx: static
         Rule("MSD101", "shared-parameter", _W, "one Parameter reachable under several cell paths"),
         Rule("MSD102", "frozen-parameter", _W, "weight frozen or not held by the optimizer"),

@@ -7,6 +7,7 @@ Every family of checks (static, data, sanity, ...) is a list of ``Check`` run by
 """
 from __future__ import annotations
 
+import errno
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TypeVar
@@ -18,6 +19,11 @@ from mindspore_doctor.findings import Finding
 T = TypeVar("T")
 OPTIONAL_PACKAGES = {"jinja2": "jinja2", "matplotlib": "matplotlib", "tensorboardX": "tensorboardX"}
 """Modules only some exports need: missing, they skip that export (MSD002 info), not an internal error."""
+
+
+DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
+"""A write that fails with one of these (full, read-only, forbidden, failing disk) is the machine's state, not a
+bug of ours: MSD002, and the files are complete or absent (``_io`` writes atomically)."""
 
 
 class CheckSkipped(Exception):
@@ -60,6 +66,11 @@ def attempt(name: str, codes: Iterable[str], fn: Callable[[], T], consequence: s
         return fn(), None
     except CheckSkipped as why:
         return None, skipped(name, codes, str(why))
+    except OSError as exc:
+        if exc.errno not in DISK_ERRORS:
+            return None, internal_error(name, codes, exc, consequence)
+        where = f" {exc.filename}" if exc.filename else ""
+        return None, skipped(name, codes, f"cannot write{where}: {exc.strerror or exc}{consequence}")
     except ModuleNotFoundError as exc:
         package = OPTIONAL_PACKAGES.get((exc.name or "").partition(".")[0])
         if package is None:
@@ -85,7 +96,7 @@ def selector(config: DoctorConfig) -> Callable[[str], bool]:
     ignored = resolve_codes(config.ignore)
 
     def wanted(code: str) -> bool:
-        if code in ("MSD001", "MSD002"):
+        if code in ("MSD001", "MSD002", "MSD003"):
             return code not in ignored
         return (selected is None or code in selected) and code not in ignored
 

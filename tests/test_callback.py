@@ -11,6 +11,7 @@ from mindspore import nn, ops
 from mindspore.common.initializer import Constant, Normal
 from mindspore.train import Callback, LossMonitor, Model, ModelCheckpoint, CheckpointConfig, TimeMonitor
 
+from benchmarks.compat import PortableLossScaleCell
 from mindspore_doctor import Doctor
 from mindspore_doctor.rules import training as training_rules
 
@@ -397,16 +398,6 @@ class BigLoss(nn.Cell):
 
     def construct(self, logits, label):
         return self.ce(logits, label) * 1e20
-
-
-class PortableLossScaleCell(nn.TrainOneStepWithLossScaleCell):
-    """MindSpore's loss-scale cell reads an Ascend status register on CPU; check grads with isfinite instead."""
-
-    def get_overflow_status(self, status, compute_output):
-        overflow = ops.zeros((), ms.bool_)
-        for grad in compute_output:
-            overflow = ops.logical_or(overflow, ops.logical_not(ops.isfinite(grad).all()))
-        return overflow
 
 
 @pytest.mark.parametrize("scale, fires", [(1e20, True), (1.0, False)])

@@ -11,7 +11,7 @@ import pytest
 from mindspore import mint, nn, ops
 
 from benchmarks.faults import runner
-from test_callback import PortableLossScaleCell  # CPU-portable overflow check
+from benchmarks.compat import PortableLossScaleCell  # CPU-portable overflow check
 from mindspore_doctor import Doctor
 from mindspore_doctor.findings import Severity
 

@@ -14,7 +14,7 @@ from mindspore_doctor.catalog import RULES
 from mindspore_doctor.diagnosis.knowledge import CAUSES, Cause, Symptom
 from mindspore_doctor.findings import Finding, Report, diagnosis_text
 
-NOT_SYMPTOMS = ("MSD001", "MSD002")
+NOT_SYMPTOMS = ("MSD001", "MSD002", "MSD003")
 
 
 @dataclass

@@ -15,6 +15,7 @@ Wiring in the Doctor (``Doctor(eval_dataset=..., eval_every=1)``)::
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -45,11 +46,22 @@ class _Forward(nn.Cell):
 def read_batches(dataset: Any, max_batches: int) -> list[Batch]:
     """Up to ``max_batches`` batches as numpy tuples, through a fresh iterator (training's is untouched)."""
     batches: list[Batch] = []
-    for row in dataset.create_tuple_iterator(num_epochs=1, output_numpy=True):
-        batches.append(tuple(np.asarray(column) for column in row))
-        if len(batches) >= max_batches:
-            break
+    try:
+        for row in dataset.create_tuple_iterator(num_epochs=1, output_numpy=True):
+            batches.append(tuple(np.asarray(column) for column in row))
+            if len(batches) >= max_batches:
+                break
+    except Exception as exc:  # noqa: BLE001 - the user's pipeline failed, not a check of ours: say so (MSD002)
+        raise CheckSkipped(f"reading the dataset raised {_pipeline_error(exc)}") from None
     return batches
+
+
+def _pipeline_error(exc: Exception) -> str:
+    """The error a dataset pipeline raised, as the user wrote it: MindSpore wraps a Python source's exception in a
+    RuntimeError whose text holds the original traceback; its last ``SomeError: message`` line is the user's."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt): ", line)]
+    return (raised[-1] if raised else f"{type(exc).__name__}: {lines[0] if lines else ''}")[:300]
 
 
 def _as_numpy(output: Any) -> np.ndarray:

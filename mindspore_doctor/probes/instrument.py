@@ -29,6 +29,8 @@ How it works (see docs/doctor.md, "How the probes work"):
 """
 from __future__ import annotations
 
+import inspect
+import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -36,7 +38,9 @@ import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from mindspore.ops import composite as C
+from mindspore.ops import functional as F
 
+from mindspore_doctor.probes.swap import CannotProbe, probed_class, swap
 from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationStats, StepSignals
 
 # The probed optimizer's ``_msd_grad_sums`` holds one number per optimizer parameter: half the sum of g² (one L2Loss
@@ -99,35 +103,19 @@ def _grad_sums_one(grad):
 _map = C.HyperMap()
 
 
-def _probed_optimizer_class(base: type) -> type:
-    """``base`` that, on probe steps (``_msd_probing`` holds True), also records Σg²/2 of each gradient."""
-
-    class ProbedOptimizer(base):
-        def construct(self, grads):
-            # ``super()``: called as ``base.construct(self, grads)`` MindSpore 2.10 compiles ``self`` as a plain
-            # argument and drops the optimizer's own state writes (Adam's ``self.beta1_power = ...``).
-            done = super().construct(grads)
-            # Both branches return values that two unconditional assigns write: with the assigns inside the
-            # branch, MindSpore 2.10 dropped them after AdamWeightDecay (tests/test_probes.py, every optimizer).
-            if self._msd_probing:
-                sums, calls = ops.stack(_map(_grad_sums, grads)), self._msd_calls + 1  # calls: the optimizer ran
-            else:
-                sums, calls = self._msd_grad_sums, self._msd_calls
-            ops.assign(self._msd_grad_sums, sums)
-            ops.assign(self._msd_calls, calls)
-            return done
-
-    if hasattr(base.construct, "__wrapped__"):
-        # ``nn`` optimizers compile their update with ``@jit`` even in PyNative, and that jit compiles the cell's
-        # construct — this one — then Python would run it once more: compile the probes with it, run them once.
-        ProbedOptimizer.construct = ms.jit(ProbedOptimizer.construct)
-    return _named_like(ProbedOptimizer, base)
-
-
-def _named_like(cls: type, base: type) -> type:
-    """The swapped class keeps its base's name: messages, summaries and static rules read ``type(x).__name__``."""
-    cls.__name__, cls.__qualname__ = base.__name__, base.__qualname__
-    return cls
+def _optimizer_probe(self, *args, **kwargs):
+    """The probed optimizer's ``construct``: the user's, then, on probe steps (``_msd_probing`` holds True),
+    Σg²/2 of each gradient (the first argument)."""
+    done = self._msd_inner(*args, **kwargs)
+    # Both branches return values that two unconditional assigns write: with the assigns inside the branch,
+    # MindSpore 2.10 dropped them after AdamWeightDecay (tests/test_probes.py, every optimizer).
+    if self._msd_probing:
+        sums, calls = ops.stack(_map(_grad_sums, args[0])), self._msd_calls + 1  # calls: the optimizer ran
+    else:
+        sums, calls = self._msd_grad_sums, self._msd_calls
+    written = ops.assign(self._msd_grad_sums, sums)
+    written = F.depend(ops.assign(self._msd_calls, calls), written)
+    return F.depend(done, written)
 
 
 def _output_sample(a):
@@ -172,15 +160,12 @@ def _abs_sum_max(values: np.ndarray, scratch: np.ndarray, minus: np.ndarray | No
     return total, largest
 
 
-def _probed_activation_class(base: type) -> type:
-    class ProbedActivation(base):
-        def construct(self, x):
-            y = super().construct(x)
-            if self._msd_sampling:
-                ops.assign(self._msd_sample, _output_sample(ops.stop_gradient(y)))
-            return y
-
-    return _named_like(ProbedActivation, base)
+def _activation_probe(self, *args, **kwargs):
+    """The probed activation's ``construct``: the user's, and a sample of its output while sampling."""
+    y = self._msd_inner(*args, **kwargs)
+    if self._msd_sampling:
+        ops.assign(self._msd_sample, _output_sample(ops.stop_gradient(y)))
+    return y
 
 
 def activation_stats(kind: str, sample: np.ndarray, order: int) -> ActivationStats | None:
@@ -209,13 +194,38 @@ def activation_kind(cell: Any) -> str | None:
     return next((ACTIVATION_KINDS[c.__name__] for c in library if c.__name__ in ACTIVATION_KINDS), None)
 
 
+def _gradients_first(optimizer_class: type) -> None:
+    """The probe reads the gradients as the optimizer's first positional argument, as every train cell passes them."""
+    construct = optimizer_class.construct
+    while hasattr(construct, "__wrapped__"):
+        construct = construct.__wrapped__
+    try:
+        first = list(inspect.signature(construct).parameters.values())[1:2]
+    except (TypeError, ValueError):
+        return
+    if first and first[0].kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                       inspect.Parameter.VAR_POSITIONAL):
+        raise CannotProbe(f"{optimizer_class.__name__}.construct takes no positional gradients argument")
+
+
+_BUFFERS: "weakref.WeakKeyDictionary[nn.Cell, dict[str, Any]]" = weakref.WeakKeyDictionary()
+"""Each probed cell's buffers, kept while the cell lives: a graph compiled with the probes in (a model trained
+again, a reused Doctor) keeps reading and writing these very Parameters, so a later run hands the same ones to the
+probes and they work again."""
+
+
+_EMPTY_SAMPLE = Tensor(np.full((SAMPLE_ROWS, SAMPLE_COLS), SAMPLE_PAD, np.float32))
+
+
 class Instrumentation:
     """Installs the probes into an optimizer and a network, in place; ``restore()`` undoes everything.
 
-    In place (the optimizer's and the activations' classes are swapped, nothing is re-parented), so the probes
-    run wherever the user calls them: a ``TrainOneStepCell`` Model built, one the user calls by hand, or
-    ``optimizer(grads)`` inside the user's own ``@ms.jit`` step or a PyNative loop. Install before the first
-    compiled call: a graph compiled earlier keeps the classes it was compiled with.
+    In place (classes are swapped, nothing is re-parented; see ``probes/swap.py``), so the probes run wherever
+    the user calls them: a ``TrainOneStepCell`` Model built, one the user calls by hand, or ``optimizer(grads)``
+    inside the user's own ``@ms.jit`` step or a PyNative loop. Install before the first compiled call: a graph
+    compiled earlier keeps the classes it was compiled with. All or nothing: when installing raises, whatever was
+    swapped is put back before the error leaves. A cell whose class cannot take probes safely is left alone and
+    named in ``unprobed`` (the optimizer under the key ``"optimizer"``), with the reason.
     """
 
     def __init__(self, network: nn.Cell, optimizer: nn.Cell) -> None:
@@ -226,13 +236,22 @@ class Instrumentation:
         self.activations: dict[str, nn.Cell] = {
             path: cell for path, cell in network.cells_and_names() if path and activation_kind(cell) is not None
         }
+        self.unprobed: dict[str, str] = {}
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = ms.get_context("mode") == ms.GRAPH_MODE
-        self._swapped: list[tuple[Any, type, tuple[str, ...]]] = []
+        self._undo: list[Callable[[], None]] = []
         self._probing = False
         self._last_calls = 0
         self._weights_before: list[np.ndarray] | None = None
-        self._install()
+        try:
+            self._install()
+        except BaseException:
+            self._put_back()
+            raise
+
+    @property
+    def optimizer_probed(self) -> bool:
+        return "optimizer" not in self.unprobed
 
     @property
     def grad_sums(self) -> Parameter:
@@ -244,38 +263,55 @@ class Instrumentation:
         """Probe steps on which the optimizer ran."""
         return int(self.optimizer._msd_calls.asnumpy()[0])  # pylint: disable=protected-access
 
-    def _swap(self, cell: nn.Cell, probed: type, state: dict[str, Any]) -> None:
-        for attribute, value in state.items():
-            object.__setattr__(cell, attribute, value)
-        self._swapped.append((cell, type(cell), tuple(state)))
-        cell.__class__ = probed
+    def _swap(self, key: str, cell: nn.Cell, probe: Callable[..., Any], state: Callable[[], dict[str, Any]],
+              check: Callable[[type], None] = lambda cls: None) -> bool:
+        """Give ``cell`` its probed class; False (and ``unprobed[key]`` says why) when its class cannot take one."""
+        try:
+            check(type(cell))
+            probed = probed_class(type(cell), probe)
+        except CannotProbe as why:
+            self.unprobed[key] = str(why)
+            return False
+        buffers = _BUFFERS.get(cell)
+        if buffers is None:
+            buffers = _BUFFERS[cell] = state()
+        self._undo.append(swap(cell, probed, buffers))
+        return True
 
     def _install(self) -> None:
         optimizer = self.optimizer
-        self._swap(optimizer, _probed_optimizer_class(type(optimizer)), {
+        self._swap("optimizer", optimizer, _optimizer_probe, lambda: {
             "_msd_probing": free_parameter(np.array(False)),
             "_msd_grad_sums": free_parameter(np.zeros(len(optimizer.parameters), np.float32)),
             "_msd_calls": free_parameter(np.zeros(1, np.int32)),
-        })
-        for cell in self.activations.values():
-            self._swap(cell, _probed_activation_class(type(cell)), {
-                "_msd_sample": free_parameter(np.full((SAMPLE_ROWS, SAMPLE_COLS), SAMPLE_PAD, np.float32)),
-                "_msd_kind": activation_kind(cell),
+        }, check=_gradients_first)
+        if self.optimizer_probed:
+            self._last_calls = self.optimizer_calls  # a run before this one may have counted
+        for path, cell in list(self.activations.items()):
+            if not self._swap(path, cell, _activation_probe, lambda c=cell: {
+                "_msd_sample": free_parameter(_EMPTY_SAMPLE.asnumpy()),
+                "_msd_kind": activation_kind(c),
                 "_msd_sampling": self._sample_every_step,
-            })
+            }):
+                del self.activations[path]
+                continue
+            ops.assign(cell._msd_sample, _EMPTY_SAMPLE)  # pylint: disable=protected-access
 
     def set_probing(self, probing: bool) -> None:
         """Make the next step a probe step, or not.
 
         Before a probe step, copies each weight's update sample, so ``read()`` can measure the true update.
         """
-        self._weights_before = [_update_sample(p).copy() for p in self.optimizer.parameters] if probing else None
+        parameters = self.optimizer_probed
+        self._weights_before = ([_update_sample(p).copy() for p in self.optimizer.parameters]
+                                if probing and parameters else None)
         if probing == self._probing:
             return
         self._probing = probing
-        # An in-place write: a graph compiled from the user's own ``@ms.jit`` function keeps reading the
-        # flag's first storage, which ``set_data`` would replace (measured: the probes then never switch off).
-        ops.assign(self.optimizer._msd_probing, Tensor(probing))  # pylint: disable=protected-access
+        if parameters:
+            # An in-place write: a graph compiled from the user's own ``@ms.jit`` function keeps reading the
+            # flag's first storage, which ``set_data`` would replace (measured: the probes then never switch off).
+            ops.assign(self.optimizer._msd_probing, Tensor(probing))  # pylint: disable=protected-access
         if not self._sample_every_step:
             for cell in self.activations.values():
                 cell._msd_sampling = probing  # pylint: disable=protected-access
@@ -284,8 +320,8 @@ class Instrumentation:
         """Fill ``signals`` with the statistics of the last probed step; no parameter statistics when the
         optimizer did not run (e.g. loss-scale overflow). Returns the update samples (``w_after - w_before``,
         strided as in ``_update_sample``) of the parameters named in ``updates_of``, for histograms."""
-        calls = self.optimizer_calls
         before, self._weights_before = self._weights_before, None
+        calls = self.optimizer_calls if before is not None else self._last_calls
         updates: dict[str, np.ndarray] = {}
         if calls != self._last_calls and before is not None:
             self._last_calls = calls
@@ -318,10 +354,20 @@ class Instrumentation:
             out.update_ratio[name] = float(update_mean_abs / weight_mean_abs) if weight_mean_abs > 0 else float("inf")
 
     def restore(self) -> None:
-        """Put back every swapped class."""
-        self.set_probing(False)
-        for cell, base, attributes in reversed(self._swapped):
-            cell.__class__ = base
-            for attribute in attributes:
-                cell.__dict__.pop(attribute, None)
-        self._swapped.clear()
+        """Put back every swapped class, whatever else fails on the way."""
+        try:
+            if self.optimizer_probed and self._undo:
+                self.set_probing(False)  # a graph compiled with the probes keeps them: leave them switched off
+        finally:
+            self._put_back()
+
+    def _put_back(self) -> None:
+        undo, self._undo = self._undo, []
+        failures = []
+        for step in reversed(undo):
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - every other cell still goes back
+                failures.append(exc)
+        if failures:
+            raise failures[0]

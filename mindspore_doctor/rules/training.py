@@ -844,6 +844,9 @@ TRAINING_RULES: list[tuple[tuple[str, ...], TrainingRule]] = [
 
 #: Rules that need the in-graph probes (skipped, MSD002, in sink mode or when probes cannot be installed).
 PROBE_CODES = ("MSD206", "MSD207", "MSD208", "MSD209", "MSD210", "MSD211", "MSD212", "MSD213", "MSD216", "MSD115")
+#: The probe rules that read the optimizer's probe (gradients, updates), and those that read the activation samples.
+PARAMETER_PROBE_CODES = ("MSD207", "MSD208", "MSD209", "MSD210", "MSD211", "MSD115")
+ACTIVATION_PROBE_CODES = ("MSD212", "MSD213", "MSD216")
 
 
 def probes_needed(config: DoctorConfig) -> dict[str, int]:

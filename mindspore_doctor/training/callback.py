@@ -10,6 +10,7 @@ The callback hooks only translate ``Model.train``'s run context for ``DoctorSess
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,15 @@ class Doctor(Callback):
         super().__init__()
         if summary_dir is not None:
             options["summary_dir"] = str(summary_dir)
-        self.session = DoctorSession(DoctorConfig.from_options(options))
+        self._config = DoctorConfig.from_options(options)
+        self.session = DoctorSession(dataclasses.replace(self._config))
+
+    def _fresh_session(self) -> DoctorSession:
+        """The session for a run about to start: a Doctor used again starts a new run with its options (the report,
+        history and findings of the run before are replaced; its files in ``summary_dir`` are overwritten)."""
+        if self.session.began:
+            self.session = DoctorSession(dataclasses.replace(self._config))
+        return self.session
 
     @property
     def config(self) -> DoctorConfig:
@@ -60,7 +69,7 @@ class Doctor(Callback):
     def watch(self, network: Any, optimizer: Any = None, *, loss_fn: Any = None, train_dataset: Any = None,
               epochs: int | None = None) -> TrainingRun:
         """The Doctor for a hand-written training loop; see ``mindspore_doctor.training.loop.watch``."""
-        return watch(self.session, network, optimizer, loss_fn=loss_fn, train_dataset=train_dataset, epochs=epochs)
+        return watch(self._fresh_session(), network, optimizer, loss_fn=loss_fn, train_dataset=train_dataset, epochs=epochs)
 
     # --- Model.train's hooks ------------------------------------------------------------------
 
@@ -68,8 +77,8 @@ class Doctor(Callback):
         cb = run_context.original_args()
         found = unwrap(cb.train_network)
         cb_optimizer, cb_loss = getattr(cb, "optimizer", None), getattr(cb, "loss_fn", None)
-        self.session.begin(cb, unwrap(cb.network).backbone, loss_fn=cb_loss or found.loss_fn,
-                           optimizer=cb_optimizer or found.optimizer, request_stop=run_context.request_stop)
+        self._fresh_session().begin(cb, unwrap(cb.network).backbone, loss_fn=cb_loss or found.loss_fn,
+                                    optimizer=cb_optimizer or found.optimizer, request_stop=run_context.request_stop)
 
     def on_train_step_begin(self, run_context: Any) -> None:
         self.session.step_begin(run_context.original_args().cur_step_num)
@@ -83,5 +92,8 @@ class Doctor(Callback):
     def on_train_end(self, run_context: Any) -> None:
         self.session.end(run_context.original_args())
 
-    def __exit__(self, *err: Any) -> None:
-        self.session.restore()  # also when training raised: never leave the user's cells swapped
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: Any) -> None:
+        """``Model.train`` leaves its callbacks' context on every exit; when training raised, MindSpore skips
+        ``on_train_end``: the run ends here, with MSD003 naming the error, and the error goes on unchanged."""
+        if self.session.began:
+            self.session.end(self.session.run_state, exc)

@@ -83,7 +83,8 @@ class TrainingRun:
                  traceback: TracebackType | None) -> None:
         if exc_type is None and self._steps_in_epoch:
             self.epoch_end()
-        self._session.end(self._state)  # restores the cells; an exception of the loop still propagates
+        # Restores the cells and writes the reports; an exception of the loop is named (MSD003) and goes on.
+        self._session.end(self._state, exc)
 
 
 def watch(session: DoctorSession, network: Any, optimizer: Any = None, *, loss_fn: Any = None,

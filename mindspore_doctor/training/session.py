@@ -14,6 +14,10 @@ import io
 import json
 import logging
 import math
+import os
+import signal
+import threading
+import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -32,6 +36,7 @@ from mindspore_doctor.lifecycle import Lifecycle
 from mindspore_doctor.probes.loss import DeferredLossReader, LossRead, StepLossReader, host_scalar
 from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import StepSignals, TrainingHistory
+from mindspore_doctor.static.start_state import mark_trained, start_state
 
 logger = logging.getLogger("mindspore_doctor")
 
@@ -59,6 +64,10 @@ def _loss_reader(config: DoctorConfig) -> StepLossReader | DeferredLossReader:
     if how == "deferred":
         return DeferredLossReader(config.probe_every)
     raise ValueError(f"loss_read must be 'auto', 'step' or 'deferred', got {config.loss_read!r}")
+
+
+class TrainingTerminated(BaseException):
+    """What ended training when a signal (SIGTERM) did: named in MSD003, never raised to the user."""
 
 
 class DoctorSession:
@@ -93,6 +102,10 @@ class DoctorSession:
         self._backbone: Any = None
         self._evaluator: Any = None  # probes.evaluation.Evaluator when eval_dataset is given
         self._eval_target: tuple[Any, Any] = (None, None)  # (backbone, loss_fn) it evaluates
+        self._args: Any = None  # the run's state object, for ending it from a signal handler
+        self._ending = False
+        self._sigterm_default = False  # SIGTERM was at its default when training began: the Doctor reports it
+        self._sigterm_pending: int | None = None  # a SIGTERM that came while ending: sent again once ended
 
     # --- plumbing -----------------------------------------------------------------------
 
@@ -139,6 +152,8 @@ class DoctorSession:
         """Static lint, data checks and probes, before the first step. ``check_mode``: the network is already in
         the mode it trains in (``Model.train`` sets it; a hand-written loop may call ``set_train()`` later)."""
         self._request_stop = request_stop
+        self._args = args
+        self._guard("sigterm-report", (), self._catch_sigterm)
         sink = bool(getattr(args, "dataset_sink_mode", False))
         self.report.meta["target"] = type(backbone).__name__
         self.report.meta["dataset_sink_mode"] = sink
@@ -148,6 +163,8 @@ class DoctorSession:
         self._guard("data-checks", ("MSD3",), lambda: self._check_data(args.train_dataset, backbone, loss_fn))
         self._guard("num-classes", ("MSD215",), lambda: setattr(self.history, "num_classes",
                                                                  num_classes(backbone, loss_fn)))
+        self._guard("start-state", ("MSD205", "MSD215"), lambda: setattr(self.history, "start",
+                                                                          start_state(backbone, optimizer)))
         if sink:
             self._skipped(training_rules.PROBE_CODES, "dataset_sink_mode=True runs many steps per call; per-step "
                           "probes are off and the loss is read once per sink.")
@@ -162,15 +179,18 @@ class DoctorSession:
         if check_mode:
             self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(backbone, None))
         if self.config.eval_dataset is not None and self.config.eval_every:
-            from mindspore_doctor.probes.evaluation import Evaluator
-
-            self._evaluator = Evaluator(self.config.eval_dataset, self.config)
-            self._eval_target = (backbone, loss_fn)
+            self._guard("evaluation", _EVALUATION_CODES, lambda: self._open_evaluator(backbone, loss_fn))
         self._emit(self.ranks.on_train_begin(args))  # a collective: every rank, never skipped
         self._backbone = backbone
         if self.config.summary_dir and (self.config.mindinsight or self.config.tensorboard):
             self._guard("run-info", (), lambda: self._read_run_info(args, backbone, optimizer, loss_fn))
             self._open_writers()
+
+    def _open_evaluator(self, backbone: Any, loss_fn: Any) -> None:
+        from mindspore_doctor.probes.evaluation import Evaluator
+
+        self._evaluator = Evaluator(self.config.eval_dataset, self.config)
+        self._eval_target = (backbone, loss_fn)
 
     def _read_run_info(self, args: Any, backbone: Any, optimizer: Any, loss_fn: Any) -> None:
         """The run's configuration, for the dashboards (MindInsight lineage, TensorBoard HParams) and the report."""
@@ -245,10 +265,19 @@ class DoctorSession:
     def _install(self, backbone: Any, optimizer: Any) -> None:
         from mindspore_doctor.probes.instrument import Instrumentation
 
-        self._instrumentation = Instrumentation(backbone, optimizer)
+        self._instrumentation = instrumentation = Instrumentation(backbone, optimizer)
         self._optimizer = optimizer
-        self.history.parameter_order = list(self._instrumentation.parameter_names)
-        self.history.parameter_shapes = dict(self._instrumentation.parameter_shapes)
+        self.history.parameter_order = list(instrumentation.parameter_names)
+        self.history.parameter_shapes = dict(instrumentation.parameter_shapes)
+        unprobed = dict(instrumentation.unprobed)
+        why = unprobed.pop("optimizer", None)
+        if why is not None:
+            self._skipped(training_rules.PARAMETER_PROBE_CODES,
+                          f"the optimizer `{type(optimizer).__name__}` cannot carry the gradient probe: {why}. The "
+                          "activation probes still run.")
+        if unprobed:
+            cells = ", ".join(f"`{path}` ({reason})" for path, reason in unprobed.items())
+            self._skipped(training_rules.ACTIVATION_PROBE_CODES, f"activation cells not probed: {cells}.")
 
     def _check_train_mode(self, backbone: Any, step: int | None) -> None:
         cells = [path or "<network>" for path, cell in backbone.cells_and_names() if not cell.training]
@@ -419,26 +448,102 @@ class DoctorSession:
             self._each_writer(lambda w: w.write_findings(self.report, diagnosis, step))
         self._each_writer(lambda w: w.flush())
 
-    def end(self, args: Any) -> None:
-        """After the last step (or when training raised): judge the whole run, restore the network, write."""
+    def end(self, args: Any, error: BaseException | None = None) -> None:
+        """After the last step, or when training raised ``error``: judge the run, put the user's cells back, write
+        every report. Never raises; runs once (a second call, e.g. from ``__exit__`` after ``on_train_end``, is a
+        no-op)."""
+        if self._ending:
+            return
+        self._ending = True
+        self._guard("start-state", ("MSD205", "MSD215"), lambda: mark_trained(self._backbone, len(self.history.steps)))
+        try:
+            try:
+                if error is not None:
+                    self._emit([self._interrupted(args, error)], count=False)
+                self._guard("end-of-run", (), lambda: self._judge_run(args, finished=error is None))
+            finally:
+                self.restore()
+            self._guard("diagnosis", (), self._diagnose)
+            if self.config.print_summary:
+                print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
+            self._close_writers()
+            self._guard("html-report", (), self._write_html)
+            self._guard("write-report", (), self._write_files)  # last: with what went wrong writing the others
+            if error is None:
+                self._guard("merge-ranks", (), self._merge_ranks)  # last: a collective every rank enters
+        finally:
+            self._release_sigterm()
+
+    def _judge_run(self, args: Any, finished: bool) -> None:
         self._catch_up(args)
         self._evaluate(self.history, count=False)
         self._lifecycle.close(self.report)  # transient findings that no longer hold end as resolved (info)
-        if self._optimizer is not None and "training-probes" not in self._disabled:  # the probes were installed
+        if finished and self._optimizer is not None and "training-probes" not in self._disabled:
             codes = [c for c in training_rules.PROBE_CODES if self._wanted(c) and f"rule {c}" not in self._disabled]
             self._guard("probe-count", ("MSD002",), lambda: self._emit(
                 training_rules.too_few_probes(self.history, self.config, codes), count=False))
-        self._emit(self.ranks.on_train_end(args), count=False)
+        if finished:  # a collective: a rank that raised may be alone in it
+            self._emit(self.ranks.on_train_end(args), count=False)
         if self._evaluator is not None:
             self._guard("evaluation", _EVALUATION_CODES, self._judge_evaluations)
-        self.restore()
-        self._guard("diagnosis", (), self._diagnose)
-        if self.config.print_summary:
-            print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
-        self._close_writers()
-        self._guard("html-report", (), self._write_html)
-        self._guard("write-report", (), self._write_files)  # last: with what went wrong writing the others
-        self._guard("merge-ranks", (), self._merge_ranks)  # last: a collective every rank enters
+
+    def _interrupted(self, args: Any, error: BaseException) -> Finding:
+        """MSD003: what ended training, where in the user's code, at which step."""
+        # Model.train counts the step in progress; a hand-written loop the last one it passed to run.step.
+        step, epoch = getattr(args, "cur_step_num", None), getattr(args, "cur_epoch_num", None)
+        frames = [f for f in traceback.extract_tb(error.__traceback__)
+                  if not any(part in f.filename for part in (f"{os.sep}mindspore{os.sep}",
+                                                             f"{os.sep}mindspore_doctor{os.sep}"))]
+        where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno} (in {frames[-1].name})" if frames else None
+        stopped = isinstance(error, (KeyboardInterrupt, SystemExit, TrainingTerminated))
+        text = str(error) if str(error) else ""
+        what = type(error).__name__ + (f": {text}" if text else "")
+        at = f" at step {step}" + (f" (epoch {epoch})" if epoch is not None else "") if step is not None else ""
+        raised = f", raised at {where}" if where else ""
+        return make_finding(
+            "MSD003",
+            f"Training ended{at} by {what}{raised}. This report holds what the Doctor saw up to that step.",
+            step=step if isinstance(step, int) else None,
+            severity="warning" if stopped else None,
+            location={"file": frames[-1].filename, "line": frames[-1].lineno} if frames else None,
+            evidence={"exception": type(error).__name__, "message": text[:2000], "epoch": epoch,
+                      "steps_seen": len(self.history.steps), "where": where},
+            suggestion="The run was stopped from outside; its results are partial." if stopped else
+            "Fix the error above and rerun; the findings before it were judged on the steps before it and still apply.")
+
+    # --- SIGTERM: the default ends the process at once; the Doctor writes its report first ------------------
+
+    def _catch_sigterm(self) -> None:
+        """Only where SIGTERM is at its default (a handler of the user's or MindSpore's stays theirs) and only in the
+        main thread (the only one Python lets set a handler)."""
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+            self._sigterm_default = True
+
+    def _release_sigterm(self) -> None:
+        if self._sigterm_default:
+            self._sigterm_default = False
+            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if self._sigterm_pending is not None:
+            signum, self._sigterm_pending = self._sigterm_pending, None
+            os.kill(os.getpid(), signum)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        """End the run as after an exception, then die by the same signal, as the process would without us."""
+        self._sigterm_pending = signum
+        if not self._ending:
+            self.end(self._args, TrainingTerminated(f"signal {signal.Signals(signum).name}"))
+
+    @property
+    def began(self) -> bool:
+        """Whether a run started on this session (a Doctor used again starts a new one)."""
+        return self._args is not None
+
+    @property
+    def run_state(self) -> Any:
+        """The run's state object (``cb_params`` or the loop's), as ``begin`` received it."""
+        return self._args
 
     def restore(self) -> None:
         """Put the user's cells back (also when training raised: never leave them swapped)."""

@@ -1,0 +1,177 @@
+"""The Doctor never breaks a program that trains without it: probes that cannot go in safely stay out (MSD002), a
+failed install leaves nothing behind, a second Doctor is refused cleanly, a reused Doctor starts a new run.
+
+The shapes users write are in the compatibility matrix (tests/test_compatibility.py); failures while training in
+tests/test_fault_injection.py.
+"""
+from __future__ import annotations
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import nn, ops
+from mindspore.train import Model
+
+from mindspore_doctor import Doctor
+from mindspore_doctor.probes import instrument
+from mindspore_doctor.probes.swap import CannotProbe, is_probed, probed_class, user_class
+
+
+@pytest.fixture(autouse=True)
+def graph_mode():
+    ms.set_context(mode=ms.GRAPH_MODE)
+    yield
+    ms.set_context(mode=ms.GRAPH_MODE)
+
+
+def _dataset(batches: int = 4):
+    import mindspore.dataset as ds
+
+    rng = np.random.RandomState(3)
+    x = rng.randn(16 * batches, 6).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    return ds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(16)
+
+
+def _net():
+    ms.set_seed(1)
+    return nn.SequentialCell(nn.Dense(6, 16), nn.ReLU(), nn.Dense(16, 2))
+
+
+def _train(optimizer_class, doctors, epochs=2, **kwargs):
+    net = _net()
+    optimizer = optimizer_class(net.trainable_params(), **kwargs)
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), optimizer)
+    model.train(epochs, _dataset(), callbacks=list(doctors), dataset_sink_mode=False)
+    return net, optimizer
+
+
+def _weights(net):
+    return [p.asnumpy().copy() for p in net.trainable_params()]
+
+
+class BothSuperForms(nn.Optimizer):
+    """A from-scratch optimizer using both ``super()`` and ``super(BothSuperForms, self)``: in eager PyNative no
+    probed class keeps both meaning what they mean, so its gradient probe stays out."""
+
+    def __init__(self, params, learning_rate=0.1):
+        super().__init__(learning_rate, params)
+
+    def rate(self):
+        return super(BothSuperForms, self).get_lr()
+
+    def construct(self, gradients):
+        lr = super().get_lr() * 0 + self.rate()
+        for weight, gradient in zip(self._parameters, gradients):
+            ops.assign_sub(weight, lr * gradient)
+        return True
+
+
+def test_unsafe_optimizer_class_is_left_alone_in_pynative_and_named():
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    plain, _ = _train(BothSuperForms, [])
+    doctor = Doctor()
+    net, optimizer = _train(BothSuperForms, [doctor])
+    assert type(optimizer) is BothSuperForms
+    assert all(np.array_equal(a, b) for a, b in zip(_weights(plain), _weights(net)))
+    skipped = [f for f in doctor.report.findings if f.code == "MSD002" and "gradient probe" in f.message]
+    assert len(skipped) == 1 and "BothSuperForms" in skipped[0].message
+    assert set(skipped[0].evidence["codes"]) >= {"MSD207", "MSD208", "MSD209"}
+    probes = doctor.history.probed()
+    assert probes and all(not s.grad_norm for s in probes) and any(s.activations for s in probes)
+
+
+def test_both_super_forms_compiled_are_probed_in_graph_mode():
+    plain, _ = _train(BothSuperForms, [])
+    doctor = Doctor()
+    net, _ = _train(BothSuperForms, [doctor])
+    assert all(np.array_equal(a, b) for a, b in zip(_weights(plain), _weights(net)))
+    assert any(s.grad_norm for s in doctor.history.probed())
+    assert not [f for f in doctor.report.findings if f.code == "MSD002" and "gradient probe" in f.message]
+
+
+def test_probed_class_keeps_name_and_module_and_user_class():
+    class UserMomentum(nn.Momentum):
+        def construct(self, gradients):
+            return super().construct(gradients)
+
+    net = _net()
+    optimizer = UserMomentum(net.trainable_params(), 0.1, 0.9)
+    probed = probed_class(UserMomentum, instrument._optimizer_probe)  # pylint: disable=protected-access
+    assert (probed.__name__, probed.__qualname__, probed.__module__) == (
+        "UserMomentum", UserMomentum.__qualname__, __name__)
+    library = probed_class(nn.ReLU, instrument._activation_probe)  # pylint: disable=protected-access
+    assert library.__name__ == "ReLU" and library.__module__ == nn.ReLU.__module__
+    optimizer.__class__ = probed
+    try:
+        assert is_probed(optimizer) and user_class(optimizer) is UserMomentum
+        with pytest.raises(CannotProbe, match="already carries probes"):
+            probed_class(type(optimizer), instrument._optimizer_probe)  # pylint: disable=protected-access
+    finally:
+        optimizer.__class__ = UserMomentum
+
+
+def test_second_doctor_on_a_probed_optimizer_is_refused_and_the_first_keeps_working():
+    first, second = Doctor(probe_every=2), Doctor(probe_every=2)
+    plain, _ = _train(nn.Momentum, [], learning_rate=0.1, momentum=0.9)
+    net, optimizer = _train(nn.Momentum, [first, second], learning_rate=0.1, momentum=0.9)
+    assert type(optimizer) is nn.Momentum
+    assert all(np.array_equal(a, b) for a, b in zip(_weights(plain), _weights(net)))
+    assert any(s.grad_norm for s in first.history.probed())
+    refused = [f for f in second.report.findings if f.code == "MSD002" and "already carries probes" in f.message]
+    assert refused, [f.message for f in second.report.findings]
+    assert not [f for f in first.report.findings if f.code in ("MSD001", "MSD002") and "probe" in f.message
+                and "not judged" not in f.message]
+    assert not any(is_probed(cell) for _, cell in net.cells_and_names())
+
+
+def test_reused_doctor_starts_a_fresh_run():
+    doctor = Doctor(probe_every=2)
+    net = _net()
+    optimizer = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), optimizer)
+    model.train(2, _dataset(), callbacks=[doctor], dataset_sink_mode=False)
+    first_report = doctor.report
+    assert len(doctor.history.steps) == 8
+    model.train(1, _dataset(), callbacks=[doctor], dataset_sink_mode=False)
+    assert doctor.report is not first_report
+    assert [s.step for s in doctor.history.steps] == [1, 2, 3, 4]
+    assert any(s.grad_norm for s in doctor.history.probed())
+    assert type(optimizer) is nn.Momentum
+
+
+def test_failed_install_leaves_nothing_swapped(monkeypatch):
+    calls = {"n": 0}
+    real_swap = instrument.swap
+
+    def failing_on_the_activation(cell, probed, state):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the optimizer went in, then the first activation fails
+            raise RuntimeError("injected")
+        return real_swap(cell, probed, state)
+
+    monkeypatch.setattr(instrument, "swap", failing_on_the_activation)
+    plain, _ = _train(nn.Adam, [], learning_rate=0.01)
+    doctor = Doctor()
+    net, optimizer = _train(nn.Adam, [doctor], learning_rate=0.01)
+    assert type(optimizer) is nn.Adam and not optimizer.__dict__.keys() & {"_msd_probing", "_msd_grad_sums"}
+    assert not any(is_probed(cell) for _, cell in net.cells_and_names())
+    assert all(np.array_equal(a, b) for a, b in zip(_weights(plain), _weights(net)))
+    failure = [f for f in doctor.report.findings if f.code == "MSD001"]
+    assert failure and "injected" in failure[0].message
+
+
+def test_restore_puts_classes_back_when_switching_the_probe_off_fails(monkeypatch):
+    net = _net()
+    optimizer = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    probes = instrument.Instrumentation(net, optimizer)
+    assert is_probed(optimizer)
+
+    def broken(_probing):
+        raise RuntimeError("device gone")
+
+    monkeypatch.setattr(probes, "set_probing", broken)
+    with pytest.raises(RuntimeError, match="device gone"):
+        probes.restore()
+    assert type(optimizer) is nn.Momentum and "_msd_probing" not in optimizer.__dict__
+    assert not any(is_probed(cell) for _, cell in net.cells_and_names())
