@@ -78,11 +78,8 @@ class ScratchSGD(nn.Optimizer):
         return self.hyper_map(F.partial(_sgd_step, lr), self._parameters, gradients)
 
 
-class ScaledSGD(nn.Optimizer):
+class ScaledSGD(ScratchSGD):
     """An optimizer whose ``construct`` takes more than the gradients."""
-
-    def __init__(self, params, learning_rate=0.1):
-        super().__init__(learning_rate, params)
 
     def construct(self, gradients, scale):
         lr = self.get_lr() * scale

@@ -23,6 +23,7 @@ import pytest
 from mindspore import nn
 from mindspore.train import Callback, Model
 
+from benchmarks.faults.kit import quick_start_step
 from mindspore_doctor import Doctor, _io
 from mindspore_doctor._io import HISTORY_FILE, HTML_FILE, REPORT_FILE
 from mindspore_doctor.findings import Report, Severity
@@ -151,18 +152,7 @@ def test_a_user_callback_raising_at_step_5_is_reported_and_propagates_unchanged(
 
 def _hand_written_loop(net, optimizer, doctor, data, raise_after_step=None, error=None, epochs=2, seen=None):
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-
-    def forward(x, label):
-        return loss_fn(net(x), label)
-
-    grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
-
-    @ms.jit
-    def train_step(x, label):
-        loss, grads = grad_fn(x, label)
-        optimizer(grads)
-        return loss
-
+    train_step = quick_start_step(net, loss_fn, optimizer)
     with doctor.watch(net, optimizer, loss_fn=loss_fn, train_dataset=data, epochs=epochs) as run:
         step = 0
         for _ in range(epochs):
@@ -377,25 +367,14 @@ sys.path[:0] = [{str(TESTS)!r}, {str(TESTS.parent)!r}]
 import mindspore as ms
 from mindspore import nn
 from test_callback import MLP, QUIET, _dataset
+from benchmarks.faults.kit import quick_start_step
 from mindspore_doctor import Doctor
 
 ms.set_context(mode=ms.GRAPH_MODE)
 net, data = MLP(), _dataset(n=96)  # 6 steps an epoch
 optimizer = nn.Momentum(net.trainable_params(), 0.05, 0.9)
 loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
-
-
-def forward(x, label):
-    return loss_fn(net(x), label)
-
-
-grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
-
-@ms.jit
-def train_step(x, label):
-    loss, grads = grad_fn(x, label)
-    optimizer(grads)
-    return loss
+train_step = quick_start_step(net, loss_fn, optimizer)
 
 with Doctor(sys.argv[1], ignore=QUIET, probe_every=2, mindinsight=False).watch(
         net, optimizer, loss_fn=loss_fn, train_dataset=data, epochs=4) as run:
