@@ -1,4 +1,5 @@
-"""``tune``: the space from the diagnosis (pure rules), MSD406, and real studies on a real MindSpore classifier."""
+"""``tune``: the space from the diagnosis (pure rules), MSD406, real studies on a real MindSpore classifier, failed
+trials, the storage's heartbeat."""
 from __future__ import annotations
 
 import sys
@@ -175,3 +176,72 @@ def test_each_trial_is_a_run_with_its_parameters_in_tensorboard_and_mindinsight(
     columns = {k: v for info in custom.user_defined_info.user_info
                for field in (info.map_str, info.map_double, info.map_int32) for k, v in field.items()}
     assert columns["trial"] == "trial_001" and columns["weight_decay"] == pytest.approx(trial.params["weight_decay"])
+
+
+# --- failed trials and the storage's heartbeat ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fragile_study(tmp_path_factory):
+    """Four queued trials: width 4 fails to build, batch 128 to load, width 2 to train; the fourth completes."""
+    import optuna
+
+    from mindspore_doctor import tune
+
+    storage = f"sqlite:///{tmp_path_factory.mktemp('fragile') / 'tune.db'}"
+    queued = optuna.create_study(study_name="fragile", storage=storage, direction="maximize")
+    for width, batch in ((4, 32), (1, 128), (2, 32), (1, 32)):
+        queued.enqueue_trial({"width_multiplier": width, "batch_size": batch})
+    train_ds, evaluation = tune_target.make_factory_data()
+    return tune(tune_target.fragile_build, train_ds, evaluation, space=tune_target.FRAGILE_SPACE, trials=4,
+                epochs=1, storage=storage, study_name="fragile", progress=False)
+
+
+def test_a_trial_whose_build_data_or_training_raises_fails_and_the_study_goes_on(fragile_study):
+    states = [t.state.name for t in fragile_study.trials]
+    assert states == ["FAIL", "FAIL", "FAIL", "COMPLETE"]
+    errors = [t.user_attrs.get("error") for t in fragile_study.trials]
+    assert errors[0] == ("build({'width_multiplier': 4, 'batch_size': 32, 'learning_rate': 0.05}) raised "
+                         "MemoryError: cannot allocate the width-64 layers")
+    assert errors[1] == ("train_ds({'width_multiplier': 1, 'batch_size': 128, 'learning_rate': 0.05}) raised "
+                         "ValueError: a batch of 128 does not fit the pipeline's shared memory")
+    assert errors[2].startswith("training with {'width_multiplier': 2, 'batch_size': 32, 'learning_rate': 0.05} "
+                                "raised ValueError: ") and "\n" not in errors[2] and len(errors[2]) < 320
+    assert errors[3] is None and fragile_study.best_trial.number == 3 and fragile_study.best_value > 0.6
+
+
+def test_the_summary_lists_failed_trials_and_why(fragile_study):
+    import json
+
+    from mindspore_doctor.tuner import study_summary
+    from mindspore_doctor.tuner.cli import format_tune_text
+
+    summary = json.loads(json.dumps(study_summary(fragile_study, 4)))  # what --json prints
+    rows = {t["number"]: t for t in summary["trials"]}
+    assert rows[0]["failed_reason"] == fragile_study.trials[0].user_attrs["error"]
+    assert rows[0]["params"]["width_multiplier"] == 4 and rows[3]["failed_reason"] is None
+    assert summary["best"]["number"] == 3
+    text = format_tune_text(summary)
+    assert "1 complete, 0 pruned, 3 failed" in text
+    failed = text.split("  failed trials:\n", 1)[1].splitlines()
+    assert failed[0] == f"      0: {rows[0]['failed_reason']}"
+    assert failed[1].startswith("      1: train_ds(") and failed[2].startswith("      2: training with ")
+
+
+def test_a_live_trial_outlasts_a_storage_lock_and_a_lost_heartbeat(tmp_path, monkeypatch, caplog):
+    import optuna
+
+    from mindspore_doctor.tuner import study as tuner
+
+    storage = tuner.open_storage(f"sqlite:///{tmp_path / 'tune.db'}")
+    with storage.engine.connect() as connection:  # how long a write waits for another process's lock
+        lock_wait_s = connection.exec_driver_sql("PRAGMA busy_timeout").scalar() / 1000
+    # a live process beats at least every HEARTBEAT_S + lock wait; twice that when one beat is lost
+    assert tuner.GRACE_S > 2 * (tuner.HEARTBEAT_S + lock_wait_s)
+
+    def locked(self, trial_id):
+        raise optuna.exceptions.StorageInternalError("commit failed") from RuntimeError("database is locked")
+
+    monkeypatch.setattr(optuna.storages.RDBStorage, "record_heartbeat", locked)
+    storage.record_heartbeat(0)  # Optuna's heartbeat thread would end here: the trial would be failed as dead
+    assert "database is locked" in caplog.text and "the next one follows in 2 s" in caplog.text

@@ -1,6 +1,8 @@
-"""``msdoctor tune`` from the command line: bad input, a SIGKILLed study resuming, two workers on one study."""
+"""``msdoctor tune`` from the command line: bad input, every trial failing, the ``--jobs`` workers never left
+behind, a SIGKILLed study resuming, two workers on one study."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -32,6 +34,13 @@ def _states(db: Path) -> list[tuple[int, str]]:
         return connection.execute("SELECT number, state FROM trials ORDER BY number").fetchall()
 
 
+def _beating(db: Path) -> set[int]:
+    """The running trials with a heartbeat: a trial killed before its first beat is never failed as stale."""
+    with sqlite3.connect(db) as connection:
+        return {n for (n,) in connection.execute("SELECT number FROM trials JOIN trial_heartbeats USING (trial_id) "
+                                                 "WHERE state = 'RUNNING'")}
+
+
 @pytest.mark.parametrize("args, message", [
     (["--storage", "redis://localhost/0"], "unknown storage 'redis://localhost/0'"),
     (["--space", "tune_target:EMPTY_SPACE"], "the search space is empty"),
@@ -61,6 +70,95 @@ def test_a_build_that_raises_and_a_missing_module_are_one_line_and_exit_2(capsys
     assert err.count("\n") == 1 and "nosuchmodule" in err
 
 
+def test_a_study_whose_every_trial_fails_is_one_line_and_exit_2(capfd, monkeypatch):
+    monkeypatch.syspath_prepend(str(DATA))
+    code = main(["tune", "tune_target:fragile_build", "--data", "tune_target:make_data", "--space",
+                 "tune_target:WIDEST_SPACE", "--trials", "2", "--epochs", "1"])
+    out, err = capfd.readouterr()
+    assert code == 2 and out == ""
+    errors = [line for line in err.splitlines() if line.startswith("msdoctor: ")]
+    assert errors == ["msdoctor: every trial failed (2); the first, trial 0: build({'width_multiplier': 4}) raised "
+                      "MemoryError: cannot allocate the width-64 layers"], err
+    assert "Traceback" not in err and "Trial 0 failed" not in err  # nor Optuna's warnings
+    assert "trial_001         done in" in err and "failed: build(" in err  # each trial's progress line
+
+
+SLEEPING_WORKER = """import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a worker slow to stop: killed after the grace
+with open(sys.argv[2], "w") as pid:
+    pid.write(str(os.getpid()))
+open(sys.argv[1], "w").close()  # ready
+time.sleep(600)
+"""
+
+
+def _gone(pid_file: Path) -> bool:
+    """The worker whose pid is in ``pid_file`` no longer exists (stopped and reaped)."""
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.fixture
+def sleeping_workers(monkeypatch, tmp_path):
+    """``--jobs`` workers replaced by sleepers that ignore SIGTERM; the file where the first writes its pid."""
+    from mindspore_doctor.tuner import cli
+
+    pid_file = tmp_path / "worker.pid"
+    monkeypatch.setattr(cli, "_worker_argv", lambda args, index, ready: [
+        sys.executable, "-c", SLEEPING_WORKER, str(ready), str(pid_file)])
+    monkeypatch.setattr(cli, "WORKER_STOP_GRACE_S", 0.5)
+    return pid_file
+
+
+def test_ctrl_c_in_a_trial_stops_the_study_and_the_workers(sleeping_workers, monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(DATA))
+    db = tmp_path / "tune.db"
+    code = main(["tune", "tune_target:interrupted_build", "--data", "tune_target:make_data", "--space",
+                 "tune_target:LR_SPACE", "--trials", "3", "--epochs", "1", "--jobs", "2",
+                 "--storage", f"sqlite:///{db}"])
+    assert code == 130 and _states(db) == [(0, "FAIL")]  # not a failed trial the study goes on after
+    assert _gone(sleeping_workers)
+
+
+def test_a_terminated_launcher_stops_its_workers_and_puts_back_the_sigterm_handler(sleeping_workers):
+    from mindspore_doctor.tuner.cli import WorkerPool
+
+    def before(signum, frame):  # were the launcher's own handler missing, this one, not the default, would run
+        sys.exit(99)
+
+    previous = signal.signal(signal.SIGTERM, before)
+    try:
+        with pytest.raises(SystemExit) as stopped, WorkerPool(argparse.Namespace(jobs=2, worker=0)) as workers:
+            workers.start()
+            os.kill(os.getpid(), signal.SIGTERM)  # `kill LAUNCHER`
+            time.sleep(5)
+        assert stopped.value.code == 128 + signal.SIGTERM
+        assert signal.getsignal(signal.SIGTERM) is before
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert _gone(sleeping_workers)
+
+
+def test_a_hung_worker_is_waited_for_with_a_deadline_then_killed(sleeping_workers):
+    import optuna
+
+    from mindspore_doctor.tuner import cli
+
+    study = optuna.create_study()
+    for seconds in (1.5, 4.0):
+        study.add_trial(optuna.trial.create_trial(value=0.5, user_attrs={"duration_s": seconds}))
+    assert cli._finish_timeout(study) == 2 * 4.0 + cli.WORKER_FINISH_S  # one last trial each, with room
+    with cli.WorkerPool(argparse.Namespace(jobs=2, worker=3)) as workers:
+        workers.start()
+        started = time.monotonic()
+        assert workers.wait(0.5) == ["worker 4 still running after 0.5 s (stopped)"]
+        assert time.monotonic() - started < 2
+    assert _gone(sleeping_workers)
+
+
 @pytest.mark.slow
 def test_a_study_killed_mid_trial_resumes_from_sqlite_and_finishes(tmp_path):
     db = tmp_path / "tune.db"
@@ -72,7 +170,9 @@ def test_a_study_killed_mid_trial_resumes_from_sqlite_and_finishes(tmp_path):
             break
     else:
         pytest.fail(f"the study ended before trial_001: rc {first.wait()}")
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60  # trial_002 beats within a second, more on a loaded machine
+    while 2 not in _beating(db) and time.monotonic() < deadline:
+        time.sleep(0.1)
     first.send_signal(signal.SIGKILL)
     first.wait()
     assert dict(_states(db))[2] == "RUNNING"  # killed mid-trial: the database still says so
@@ -86,7 +186,7 @@ def test_a_study_killed_mid_trial_resumes_from_sqlite_and_finishes(tmp_path):
     (retry,) = [t for t in trials.values() if t["retry_of"] == 2]
     assert retry["params"] == trials[2]["params"] and retry["state"] in ("COMPLETE", "PRUNED")
     finished = [t for t in trials.values() if t["state"] in ("COMPLETE", "PRUNED")]
-    assert len(finished) == 5 and {0, 1} <= {t["number"] for t in finished}
+    assert len(finished) == 5 and {0, 1} <= {t["number"] for t in finished}, summary["trials"]
     assert summary["best"]["value"] > summary["baseline"]["value"]
 
 

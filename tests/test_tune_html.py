@@ -6,6 +6,7 @@ import os
 import re
 import stat
 
+import markupsafe
 import pytest
 
 from mindspore_doctor.export import tune_html
@@ -116,6 +117,20 @@ def test_study_page_has_results_space_charts_and_trials():
         assert ("best" in row.split(">", 1)[0]) == (number == 7)
     assert "learning curve below the median at epoch 2" in rows[3] and "MSD201</a> nonfinite-loss" in rows[1]
     assert "…" in rows[6] and 'title="Eval loss rises' in rows[6]  # the long message, shortened
+
+
+def test_failed_trials_are_listed_with_their_parameters_and_error():
+    summary = study_summary()
+    error = "build({'learning_rate': 0.07}) raised MemoryError: cannot allocate <64 MiB>"
+    next(t for t in summary["trials"] if t["number"] == 4)["failed_reason"] = error
+    page = tune_html.render_tune_html(summary)
+    (failed,) = re.findall(r'<li><a href="#trial-(\d+)">.*?</li>', section(page, "summary"), re.S)
+    assert failed == "4"
+    listed = section(page, "summary").split('id="failed-trials"', 1)[1].split("</ul>", 1)[0]
+    assert "learning_rate=0.07, weight_decay=0.01, width_multiplier=4, optimizer=adam" in listed
+    shown = str(markupsafe.escape(error))
+    assert shown in listed and shown in trial_rows(page)[4] and "<64 MiB>" not in page
+    assert "Pruned or failed because" in section(page, "trials")
 
 
 def test_page_is_self_contained_and_escaped():

@@ -241,7 +241,8 @@ def _duration(seconds: Any) -> str:
 
 
 def _results(study: _Study) -> dict[str, Any]:
-    """Section 1: the counts, the baseline against the best trial, the best parameters, the study's findings."""
+    """Section 1: the counts, the baseline against the best trial, the best parameters, the study's findings, the
+    failed trials and why."""
     counts = Counter(t.get("state") for t in study.trials)
     baseline, best = _number(study.baseline.get("value")), _number(study.best.get("value"))
     gain = None if baseline is None or best is None else (best - baseline if study.maximize else baseline - best)
@@ -264,12 +265,16 @@ def _results(study: _Study) -> dict[str, Any]:
                         for n in study.params if n in best_params],
         "show_baseline_params": bool(baseline_params),
         "study_findings": [_finding(f) for f in study.summary.get("findings") or []],
+        "failed": [{"number": t["number"], "reason": t.get("failed_reason") or "no reason recorded",
+                    "params": ", ".join(f"{name}={_text(value)}" for name, value in (t.get("params") or {}).items())}
+                   for t in study.trials if t.get("state") == "FAIL"],
     }
 
 
 def _trial_row(study: _Study, trial: dict[str, Any]) -> dict[str, Any]:
     params = trial.get("params") or {}
-    reason = trial.get("pruned_reason") or (f"at step {trial['pruned_step']}" if trial.get("pruned_step") else "")
+    reason = (trial.get("pruned_reason") or trial.get("failed_reason")
+              or (f"at step {trial['pruned_step']}" if trial.get("pruned_step") else ""))
     return {
         "number": trial["number"], "state": trial.get("state") or "", "best": study.is_best(trial),
         "value": _text(trial.get("value")), "holdout": _text(trial.get("holdout")),

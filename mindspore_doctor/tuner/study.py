@@ -16,6 +16,8 @@ The troubleshooting workflow's last step, on Optuna (study, samplers, pruner, RD
 
 The study lives in its storage (a database URL): a killed study resumes where it stopped (a trial left running is
 failed after its heartbeat stops and retried once), and several processes share one study through one URL.
+A trial whose ``build(params)``, data factory or training raises is failed with the error as its attribute, and the
+study goes on; only the baseline's failure (nothing to tune from) or a study whose every trial failed stops it.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import contextlib
 import copy
 import logging
 import math
+import re
+import textwrap
 import time
 import warnings
 from dataclasses import dataclass
@@ -39,10 +43,23 @@ from mindspore_doctor.rules import tuning
 
 Build = Callable[[dict[str, Any]], tuple[Any, Any, Any]]
 STORAGE_SCHEMES = ("sqlite", "postgresql", "mysql")
+FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 HEARTBEAT_S = 2
 """Seconds between a running trial's heartbeats in the storage."""
-GRACE_S = 2 * HEARTBEAT_S
-"""A trial whose process stopped beating this long is failed (and retried once) by the next worker."""
+SQLITE_LOCK_WAIT_S = 10
+"""SQLite's busy timeout: how long a write waits for another process's lock before it fails ("database is
+locked"). Optuna's transactions hold the lock for milliseconds: 10 s absorbs a burst of every worker's writes on a
+slow disk many times over (pysqlite's default is 5 s)."""
+GRACE_S = 30
+"""A trial whose heartbeat is this old belonged to a dead process: it is failed (and retried once) by the next
+trial start of any process. A live process records a beat at least every ``HEARTBEAT_S + SQLITE_LOCK_WAIT_S`` =
+12 s (a beat waits at most the busy timeout for the lock); one beat lost to a timed-out wait (``HeartbeatStorage``
+goes on beating) makes that 24 s. 30 s is above both, so a trial is never failed while its process waits on a lock,
+and a killed worker's trial is retried about 30 s after its last beat."""
+MAX_ERROR_CHARS = 200
+"""A failed trial's error as stored and shown: the exception's first line, shortened (MindSpore's run long)."""
+ERROR_ATTR = "error"
+"""The user attribute of a trial failed by its own configuration: what raised, with which parameters."""
 SETUP_ATTR = "mindspore_doctor"
 """The study's user attribute holding the search space, the metric and the baseline: every worker and every
 resumed run reads the same ones."""
@@ -52,6 +69,38 @@ logger = logging.getLogger("mindspore_doctor")
 
 class TuneError(ValueError):
     """Bad input to ``tune`` (storage URL, space, data): one line for the user."""
+
+
+class TrialFailed(TuneError):
+    """The user's ``build``, data factory or training raised for one configuration: inside the study that trial
+    fails and the next one runs; for the baseline (the defaults: nothing to tune from) it is the study's error."""
+
+    def __init__(self, doing: str, exc: Exception) -> None:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        reason = f"{type(exc).__name__}: {lines[0].strip()}" if lines else type(exc).__name__
+        super().__init__(f"{doing} raised {textwrap.shorten(reason, MAX_ERROR_CHARS, placeholder=' ...')}")
+
+
+@contextlib.contextmanager
+def failing_as(doing: str) -> Iterator[None]:
+    """Runs the user's code: an ``Exception`` (``MemoryError`` included) becomes ``TrialFailed`` saying what was being
+    done; ``KeyboardInterrupt`` and ``SystemExit`` pass, so Ctrl-C and a termination still stop the study."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - the user's code: the trial fails, the study goes on
+        raise TrialFailed(doing, exc) from exc
+
+
+class HeartbeatStorage(optuna.storages.RDBStorage):
+    """Optuna's RDB storage whose heartbeat survives a write that fails (a lock held past the busy timeout): Optuna's
+    heartbeat thread ends at the first error, and the live trial would then be failed as dead ``GRACE_S`` later."""
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        try:
+            super().record_heartbeat(trial_id)
+        except optuna.exceptions.StorageInternalError as exc:
+            logger.warning("a trial heartbeat was not recorded (%s); the next one follows in %d s",
+                           exc.__cause__ or exc, HEARTBEAT_S)
 
 
 @contextlib.contextmanager
@@ -72,12 +121,12 @@ def open_storage(url: str | None) -> Any:
     if scheme not in STORAGE_SCHEMES:
         raise TuneError(f"unknown storage {url!r}: give a database URL, sqlite:///path/study.db (one machine) or "
                         "postgresql://... / mysql://... (many machines)")
-    engine = {"connect_args": {"timeout": 60}} if scheme == "sqlite" else {}
+    engine = {"connect_args": {"timeout": SQLITE_LOCK_WAIT_S}} if scheme == "sqlite" else {}
     try:
         if scheme == "sqlite":
             Path(url.partition(":///")[2]).parent.mkdir(parents=True, exist_ok=True)
         with _settled_features():
-            return optuna.storages.RDBStorage(
+            return HeartbeatStorage(
                 url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
                 heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1))
     except (OSError, ImportError, SQLAlchemyError) as exc:  # a directory, a driver, a server out of reach
@@ -91,7 +140,7 @@ def fail_dead_trials(study: Any) -> None:
 
     Optuna does it when a trial starts, but only once the dead one's heartbeat is ``GRACE_S`` old: a study
     resumed at once after a crash, with short trials, would end with the dead trial still running and its
-    parameters never retried. A trial of a live worker keeps beating and is waited for only ``GRACE_S``.
+    parameters never retried. A trial of a live worker keeps beating and is waited for only ``GRACE_S`` + 1 s.
     """
     running = (optuna.trial.TrialState.RUNNING,)
     deadline = time.monotonic() + GRACE_S + 1
@@ -102,11 +151,10 @@ def fail_dead_trials(study: Any) -> None:
 
 
 def build_once(build: Build, params: dict[str, Any]) -> tuple[Any, Any, Any]:
-    """``build(params)``, checked: the user's exception or a wrong return value is one line, not a traceback."""
-    try:
+    """``build(params)``, checked: what it raises fails the trial (``TrialFailed``); a wrong return value is a bug
+    of ``build`` itself, one line that stops the study."""
+    with failing_as(f"build({params})"):
         built = build(dict(params))
-    except Exception as exc:  # noqa: BLE001 - the user's code: say what it raised, stop the study
-        raise TuneError(f"build({params}) raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(built, (tuple, list)) or len(built) != 3:
         raise TuneError(f"build(params) must return (net, loss_fn, optimizer), got {type(built).__name__}")
     return tuple(built)
@@ -121,10 +169,8 @@ def _data_for(data: Any, params: dict[str, Any]) -> Any:
     on), or what the factory ``data(params)`` builds (so ``batch_size`` can be searched)."""
     if _is_dataset(data):
         return copy.deepcopy(data)
-    try:
+    with failing_as(f"train_ds({params})"):
         return data(dict(params))
-    except Exception as exc:  # noqa: BLE001 - the user's code: say what it raised, stop the study
-        raise TuneError(f"train_ds({params}) raised {type(exc).__name__}: {exc}") from exc
 
 
 def require_batches(**datasets: Any) -> None:
@@ -157,8 +203,7 @@ class HopelessPruner(optuna.pruners.BasePruner):
             return False
         if len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))) < self.startup:
             return False
-        finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
-                                                              optuna.trial.TrialState.PRUNED))
+        finished = study.get_trials(deepcopy=False, states=FINISHED)
         others = [t.intermediate_values[step] for t in finished if step in t.intermediate_values]
         value = trial.intermediate_values[step]
         return tuning.hopeless(value, others, study.direction == optuna.study.StudyDirection.MAXIMIZE,
@@ -251,11 +296,26 @@ class _Trainer:
         self.doctor_options = doctor_options
 
     def run(self, params: dict[str, Any], name: str, trial: Any = None) -> Trained:
-        """Train one configuration with the Doctor (and the guard) inside."""
+        """Train one configuration with the Doctor (and the guard) inside; ``TrialFailed`` when the user's code
+        raises (its progress line says so)."""
+        from mindspore_doctor.sanity_checks import Progress
+
+        bar = Progress(name, self.epochs, self.progress)
+        try:
+            trained = self._train(params, name, trial, bar)
+        except TrialFailed as failure:
+            bar.close(f"failed: {failure}")
+            raise
+        guard = trained.guard
+        bar.close(f"pruned: {guard.fatal.code} at step {guard.fatal.step}" if guard.fatal else
+                  f"pruned at epoch {guard.pruned_epoch}" if guard.pruned_epoch else
+                  f"{guard.value:.4g}" if guard.value is not None else "no score")
+        return trained
+
+    def _train(self, params: dict[str, Any], name: str, trial: Any, bar: Any) -> Trained:
         import mindspore as ms
         from mindspore.train import Model
 
-        from mindspore_doctor.sanity_checks import Progress
         from mindspore_doctor.training.callback import Doctor
 
         ms.set_seed(self.seed)
@@ -265,18 +325,16 @@ class _Trainer:
         if self.summary_dir:
             options["summary_dir"] = str(Path(self.summary_dir) / name)
         doctor = Doctor(**options)
-        bar = Progress(name, self.epochs, self.progress)
         guard = TrialGuard(doctor, trial, bar)
+        data = _data_for(self.train_ds, params)
         level = logger.level
         logger.setLevel(logging.ERROR)  # the trial's findings go to its attributes, not to the console
         try:
-            Model(net, loss_fn, optimizer).train(self.epochs, _data_for(self.train_ds, params),
-                                                 callbacks=[doctor, guard], dataset_sink_mode=False)
+            with failing_as(f"training with {params}"):
+                Model(net, loss_fn, optimizer).train(self.epochs, data, callbacks=[doctor, guard],
+                                                     dataset_sink_mode=False)
         finally:
             logger.setLevel(level)
-        bar.close(f"pruned: {guard.fatal.code} at step {guard.fatal.step}" if guard.fatal else
-                  f"pruned at epoch {guard.pruned_epoch}" if guard.pruned_epoch else
-                  f"{guard.value:.4g}" if guard.value is not None else "no score")
         return Trained(doctor, guard, net, loss_fn, optimizer)
 
 
@@ -349,11 +407,12 @@ def tune(build: Build, train_ds: Any, eval_ds: Any, *, space: Any = "auto", tria
     ``space="auto"``; absent: its own defaults, which make the baseline). ``train_ds``: a batched dataset, or
     ``train_ds(params)`` building one (then ``batch_size`` is searched too). Each trial trains ``epochs`` epochs
     and scores the last evaluation on ``eval_ds`` (accuracy, MSE... as the Doctor infers the task; else the eval
-    loss). ``storage``: a database URL; the study resumes from it and several processes (``worker`` = 0, 1...:
-    each samples with its own seed) share it. ``holdout_ds``: scored once per finished trial, never used to
-    choose. ``on_ready``: called once the study and its space exist, before the first trial (``msdoctor tune
-    --jobs`` starts its other workers there). ``doctor_options``: ``DoctorConfig`` fields for the Doctor inside
-    every trial.
+    loss). A trial whose ``build``, ``train_ds`` or training raises fails (``trial.user_attrs["error"]``) and
+    counts towards ``trials``; ``TuneError`` when the baseline fails or every trial does. ``storage``: a database
+    URL; the study resumes from it and several processes (``worker`` = 0, 1...: each samples with its own seed)
+    share it. ``holdout_ds``: scored once per finished trial, never used to choose. ``on_ready``: called once
+    the study and its space exist, before the first trial (``msdoctor tune --jobs`` starts its other workers
+    there). ``doctor_options``: ``DoctorConfig`` fields for the Doctor inside every trial.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the trials' progress lines say what happens
     if trials < 1 or epochs < 1:
@@ -387,11 +446,16 @@ def tune(build: Build, train_ds: Any, eval_ds: Any, *, space: Any = "auto", tria
 
     def objective(trial: Any) -> float:
         params = {name: _suggest(trial, name, knob) for name, knob in knobs.items()}
-        started = time.perf_counter()
-        trained = trainer.run(params, f"trial_{trial.number:03d}", trial)
-        _record(trial, trained)
         trial.set_user_attr("worker", worker)
-        trial.set_user_attr("duration_s", round(time.perf_counter() - started, 2))
+        started = time.perf_counter()
+        try:
+            trained = trainer.run(params, f"trial_{trial.number:03d}", trial)
+        except TrialFailed as failure:
+            trial.set_user_attr(ERROR_ATTR, str(failure))
+            raise
+        finally:
+            trial.set_user_attr("duration_s", round(time.perf_counter() - started, 2))
+        _record(trial, trained)
         if trained.guard.fatal is not None or trained.guard.pruned_epoch is not None:
             raise optuna.TrialPruned(trial.user_attrs["pruned_reason"])
         value = trained.guard.value
@@ -404,16 +468,56 @@ def tune(build: Build, train_ds: Any, eval_ds: Any, *, space: Any = "auto", tria
             trial.set_user_attr("holdout", eval_value(holdout.to_dict()))
         return value
 
+    def stop_once_tried(_study: Any, _trial: Any) -> None:  # every worker stops once the study has its trials
+        if tried_count(study) >= trials:
+            study.stop()
+
     if storage is not None:
         fail_dead_trials(study)
     if on_ready is not None:
         on_ready()
-    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
-    remaining = trials - len(study.get_trials(deepcopy=False, states=finished))
-    if remaining > 0:
-        study.optimize(objective, n_trials=trials, gc_after_trial=True,
-                       callbacks=[optuna.study.MaxTrialsCallback(trials, states=finished)])
+    if tried_count(study) < trials:  # at most `trials` here too: a study whose trials all fail ends
+        with _quiet_failed_trials():
+            study.optimize(objective, n_trials=trials, gc_after_trial=True, catch=(TrialFailed,),
+                           callbacks=[stop_once_tried])
+    _require_a_finished_trial(study)
     return study
+
+
+def tried_count(study: Any) -> int:
+    """The trials that count towards ``trials``: finished (complete or pruned) or failed by their configuration's
+    error. A trial whose process died is retried, and counts through its retry."""
+    states = (*FINISHED, optuna.trial.TrialState.FAIL)
+    return sum(1 for t in study.get_trials(deepcopy=False, states=states)
+               if t.state in FINISHED or ERROR_ATTR in t.user_attrs)
+
+
+def _require_a_finished_trial(study: Any) -> None:
+    """A study whose every trial failed has no result: one line naming the first error, not an empty summary."""
+    trials = study.get_trials(deepcopy=False)
+    failed = [t for t in trials if ERROR_ATTR in t.user_attrs]
+    if failed and not any(t.state in FINISHED for t in trials):
+        raise TuneError(f"every trial failed ({len(failed)}); the first, trial {failed[0].number}: "
+                        f"{failed[0].user_attrs[ERROR_ATTR]}")
+
+
+class _FailedTrialLog(logging.Filter):
+    """Drops Optuna's two warnings per failed trial (one with the traceback): the trial's progress line and its
+    ``error`` attribute already say what raised, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not re.match(r"Trial \d+ failed with ", record.getMessage())
+
+
+@contextlib.contextmanager
+def _quiet_failed_trials() -> Iterator[None]:
+    optuna_log = logging.getLogger("optuna.study._optimize")
+    quiet = _FailedTrialLog()
+    optuna_log.addFilter(quiet)
+    try:
+        yield
+    finally:
+        optuna_log.removeFilter(quiet)
 
 
 def _existing_setup(backend: Any, study_name: str) -> dict[str, Any] | None:
@@ -425,16 +529,27 @@ def _existing_setup(backend: Any, study_name: str) -> dict[str, Any] | None:
     return study.user_attrs.get(SETUP_ATTR)
 
 
+def _failed_reason(trial: Any, retry: int | None) -> str | None:
+    """Why a failed trial failed: its configuration's error, else its process stopped (killed, interrupted)."""
+    if trial.state != optuna.trial.TrialState.FAIL:
+        return None
+    if ERROR_ATTR in trial.user_attrs:
+        return trial.user_attrs[ERROR_ATTR]
+    return "its process stopped before the trial ended" + (f"; retried as trial {retry}" if retry is not None else "")
+
+
 def study_summary(study: Any, trials_requested: int | None = None, storage: str | None = None) -> dict[str, Any]:
     """The study as plain data: what ``export/tune_html.py`` draws and ``msdoctor tune`` prints."""
     setup = study.user_attrs.get(SETUP_ATTR, {})
     with _settled_features():
         retried = {t.number: optuna.storages.RetryHeartbeatStaleTrialCallback.retried_trial_number(t)
                    for t in study.get_trials(deepcopy=False)}
+    retries = {original: number for number, original in retried.items() if original is not None}
     rows = [{
         "number": t.number, "state": t.state.name, "value": t.value, "params": dict(t.params),
         "intermediate": {str(k): v for k, v in sorted(t.intermediate_values.items())},
         "pruned_step": t.user_attrs.get("pruned_step"), "pruned_reason": t.user_attrs.get("pruned_reason"),
+        "failed_reason": _failed_reason(t, retries.get(t.number)),
         "top_finding": t.user_attrs.get("top_finding"), "findings": t.user_attrs.get("findings", []),
         "holdout": t.user_attrs.get("holdout"), "duration_s": t.user_attrs.get("duration_s"),
         "worker": t.user_attrs.get("worker"), "retry_of": retried[t.number],
