@@ -459,7 +459,8 @@ class DoctorSession:
         try:
             try:
                 if error is not None:
-                    self._emit([self._interrupted(args, error)], count=False)
+                    self._guard("training-interrupted", ("MSD003",),
+                                lambda: self._emit([self._interrupted(args, error)], count=False))
                 self._guard("end-of-run", (), lambda: self._judge_run(args, finished=error is None))
             finally:
                 self.restore()
