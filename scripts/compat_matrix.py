@@ -80,7 +80,7 @@ def render(results: list, seconds: float) -> str:
                      f"{_mark(r.repeats)} | {_mark(r.identical)} | {', '.join(r.warnings) or 'none'} | {r.probed} |")
     ran = [r for r in results if not r.skipped]
     good = [r for r in ran if r.trains_with_doctor and r.identical and not r.warnings]
-    lines.append(f"\n{len(good)} of {len(ran)} cells run train under the Doctor with bitwise identical weights and "
+    lines.append(f"\n{len(good)} of {len(ran)} cells train under the Doctor with bitwise identical weights and "
                  f"no warning ({len(results) - len(ran)} not run); {seconds:.0f} s.")
     return "\n".join(lines) + "\n" + LEFT_OUT
 
