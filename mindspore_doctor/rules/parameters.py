@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import re
 from dataclasses import dataclass
 
 from mindspore_doctor.catalog import make_finding
@@ -69,6 +70,13 @@ class ParamSignal:
     rather than handed to distinct cells or bound to several names in one statement (``self.a = self.b = X()``)."""
     owner_types: tuple[str, ...] = ()
     """Class names of the distinct cell objects holding it (two for tied embedding/projection weights)."""
+    owner_cells: tuple[str, ...] = ()
+    """One path per distinct cell object holding it, in the order of ``owner_types``."""
+    owners_running: int | None = None
+    """How many of those distinct cells run in one forward pass (None: not counted)."""
+    owners_alike: bool = False
+    """Two or more distinct cells hold it and all are of one class with equal settings (channels, stride,
+    dilation, activation): separate copies of one layer, not a layer reusing another's matrix differently."""
     in_optimizer: bool | None = None
     """None when no optimizer was given."""
     at_init: bool | None = None
@@ -85,6 +93,10 @@ class ParamSignal:
     """Every element has the same value (None: not measured)."""
     constant: float | None = None
     std: float | None = None
+    """Of the initial values: measured for weights whose fans are known and for embedding tables."""
+    fresh_draw: bool | None = None
+    """An embedding table's values are shaped like an initializer's draw (centred; a uniform's or a normal's
+    tails), not like loaded or trained rows (None: not measured)."""
     fan_in: int | None = None
     """Set only for layers whose weight layout is known (Dense, Conv, attention projections)."""
     fan_out: int | None = None
@@ -181,52 +193,138 @@ def _allowed(name: str, paths: tuple[str, ...], patterns: tuple[str, ...]) -> bo
     return False
 
 
-def _sharing(p: ParamSignal) -> str | None:
-    """"tied" (an embedding table reused by another layer), "design" (one cell handed to distinct cells or
-    bound to several names in one statement), "repeated" (one object registered twice by the same parent, or
-    an unknown pattern), None (not shared)."""
+_ENCODER_WORDS = frozenset({"enc", "encoder", "encoders"})
+_DECODER_WORDS = frozenset({"dec", "decoder", "decoders"})
+
+
+def _words(path: str) -> set[str]:
+    return set(re.split(r"[._\d]+", path.lower()))
+
+
+def _mirrored(cells: tuple[str, ...]) -> bool:
+    """The holders sit on the two sides of an encoder/decoder pair (``encoder.fc2`` and ``decoder.fc1``): the
+    mirror tying of tied autoencoders and of sequence-to-sequence models."""
+    return any(_words(a) & _ENCODER_WORDS and _words(b) & _DECODER_WORDS for a in cells for b in cells)
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape)) or "scalar"
+
+
+def _sharing(p: ParamSignal) -> tuple[str, str] | None:
+    """How a Parameter used at two or more call sites of a forward pass is shared: (kind, why), None when it is
+    used once (an alias: a cell registered under two names, called once).
+
+    Kinds, by what the code shows of the intent:
+
+    - "tied" (info): distinct cells reuse one matrix in a recognisable tying pattern: an embedding table used by
+      another layer (input/output tying, shared source/target vocabularies), cells of different kinds or settings
+      (a transposed reuse, one kernel at several dilations), the two sides of an encoder/decoder mirror;
+    - "copied" (warning): distinct cells of one kind with equal settings, two or more of them running: separate
+      copies of a layer that compute with one matrix (``self.block3.weight = self.block2.weight`` where a copy of
+      the values was meant);
+    - "design" (info): one cell handed to several distinct cells, or bound to several names in one statement;
+    - "reused" (info): one cell, registered once, called at several sites (a shared block applied at several
+      places, a Siamese branch; one call in a loop, ALBERT-style, is one site);
+    - "repeated" (warning): one cell registered twice by the same parent (``[block] * 3``, ``self.fc2 = self.fc1``),
+      or call sites that could not be counted.
+    """
     uses = p.uses if p.uses is not None else len(p.paths)
     if uses < 2:
-        return None  # one call per forward pass: an alias, not sharing
-    if len(set(p.owner_types)) > 1 and any("Embedding" in t for t in p.owner_types):
-        return "tied"
-    return "repeated" if p.repeated or p.uses is None else "design"
+        return None
+    if len(p.owner_types) > 1:
+        embedding = next((t for t in p.owner_types if "Embedding" in t), None)
+        if embedding is not None:
+            return "tied", f"an {embedding} table reused by another layer"
+        if _mirrored(p.owner_cells):
+            return "tied", "the encoder/decoder mirror"
+        if not p.owners_alike:
+            return "tied", "one matrix reused by layers of different kinds or settings"
+        if len(p.owner_cells) > 1 and (p.owners_running is None or p.owners_running > 1):
+            return "copied", "separate layers of one kind and settings"
+    if p.repeated or p.uses is None:
+        return "repeated", "one cell registered more than once"
+    if len(p.paths) > 1:
+        return "design", "one cell handed to several cells or bound to several names in one statement"
+    return "reused", "one cell called at several sites"
+
+
+def _sharing_message(p: ParamSignal, kind: str, why: str, uses: int) -> str:
+    listed = ", ".join(f"`{x}`" if x else "<root>" for x in p.paths)
+    if kind == "tied":
+        return (f"Parameter `{p.name}` ({_shape(p.shape)}) is tied weights, held by "
+                f"{' and '.join(sorted(set(p.owner_types)))} ({listed}): {why}. Intended weight tying; every use "
+                "updates it.")
+    if kind == "copied":
+        cells, count = _listing([_path(c) for c in p.owner_cells]), len(p.owner_cells)
+        running = ("both" if count == 2 else f"all {count}") if p.owners_running in (None, count) \
+            else f"{p.owners_running} of them"
+        return (f"{cells}, {count} separate {p.owner_types[0]} layers with the same settings, hold one "
+                f"Parameter `{p.name}` ({_shape(p.shape)}), and {running} run in the forward pass: they compute with "
+                f"one matrix and it gets the sum of their gradients. Copy meant, assign written? (`{_assignment(p)}` "
+                "shares the object; it does not copy the values.)")
+    if kind == "design":
+        return (f"Parameter `{p.name}` is shared by design: its cell is handed to several cells (or bound to "
+                f"several names in one statement) and runs {uses} times per forward pass ({listed}); every "
+                "use updates the same weights.")
+    if kind == "reused":
+        return (f"Parameter `{p.name}` belongs to {_path(p.cell)}, one cell called at {uses} sites of the forward "
+                "pass (a shared block applied repeatedly, a Siamese branch); every call updates the same weights.")
+    return (f"Parameter `{p.name}` is one object used at {uses} call sites of the forward pass ({listed}). "
+            "Every use updates the same weights.")
+
+
+def _attribute(cell: str, key: str) -> str:
+    """``layers.1`` + ``weight`` -> ``self.layers[1].weight``: the parameter as code in the root cell reaches it."""
+    parts = [f"[{part}]" if part.isdigit() else f".{part}" for part in [*cell.split("."), key] if part]
+    return "self" + "".join(parts)
+
+
+def _assignment(p: ParamSignal) -> str:
+    """The statement that shares a Parameter between two cells, as the user wrote it."""
+    first, second = p.owner_cells[0], p.owner_cells[1]
+    return f"{_attribute(second, p.key)} = {_attribute(first, p.key)}"
+
+
+def _listing(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _sharing_fix(p: ParamSignal, kind: str) -> str:
+    declare = f"if it is intended, declare it with `allow_shared=[\"{p.name}\"]`."
+    if kind == "copied":
+        first, second = p.owner_cells[0], p.owner_cells[1]
+        return (f"To start `{second}` from `{first}`'s values, copy them: "
+                f"`{_attribute(second, p.key)}.set_data(ms.Tensor({_attribute(first, p.key)}.asnumpy()))`; to share "
+                f"a layer on purpose, call one cell at every site (ALBERT-style) or {declare}")
+    return ("If the sharing is unintended, build a separate cell for each use (a new instance, not the same object "
+            f"or `[cell] * n`); {declare}")
 
 
 def shared_parameter(params: list[ParamSignal], config: DoctorConfig) -> list[Finding]:
     """MSD101: one Parameter used at two or more call sites of a forward pass.
 
-    Decided by what runs: a cell registered under two names but called once is an alias. Embedding/output
-    tying and one cell deliberately handed to several distinct cells are reported at info.
+    Decided by what runs: a cell registered under two names but called once is an alias. Recognisable tying
+    (embedding/output, transposed reuse, encoder/decoder mirror), one cell deliberately handed to several cells
+    and one cell called at several sites are reported at info; one object registered twice by a parent, and
+    separate same-kind, same-settings layers holding one matrix (an assignment where a copy was meant) warn.
     """
     found = []
     for p in params:
-        kind = _sharing(p)
-        if kind is None or _allowed(p.name, p.paths, config.allow_shared):
+        sharing = _sharing(p)
+        if sharing is None or _allowed(p.name, p.paths, config.allow_shared):
             continue
-        listed = ", ".join(f"`{x}`" if x else "<root>" for x in p.paths)
+        kind, why = sharing
         uses = p.uses if p.uses is not None else len(p.paths)
-        if kind == "tied":
-            message = (f"Parameter `{p.name}` is tied weights: one table used by {' and '.join(sorted(set(p.owner_types)))} "
-                       f"({listed}). Intended weight tying; both uses update it.")
-        elif kind == "design":
-            message = (f"Parameter `{p.name}` is shared by design: its cell is handed to several cells (or bound to "
-                       f"several names in one statement) and runs {uses} times per forward pass ({listed}); every "
-                       "use updates the same weights.")
-        else:
-            message = (f"Parameter `{p.name}` is one object used at {uses} call sites of the forward pass ({listed}). "
-                       "Every use updates the same weights.")
         found.append(
             make_finding(
                 "MSD101",
-                message,
+                _sharing_message(p, kind, why, uses),
                 location=p.location,
                 evidence={"paths": list(p.paths), "shape": list(p.shape), "uses": uses, "sharing": kind,
-                          "owners": list(p.owner_types)},
-                suggestion="If the sharing is unintended, build a separate cell for each use (a new instance, "
-                "not the same object or `[cell] * n`); if it is intended, declare it with "
-                f"`allow_shared=[\"{p.name}\"]`.",
-                severity=None if kind == "repeated" else Severity.INFO,
+                          "why": why, "owners": list(p.owner_types), "cells": list(p.owner_cells)},
+                suggestion=_sharing_fix(p, kind),
+                severity=None if kind in ("repeated", "copied") else Severity.INFO,
             )
         )
     return found
@@ -423,7 +521,8 @@ def _recommended_stds(p: ParamSignal) -> dict[str, float]:
 
 
 def poor_initialization(params: list[ParamSignal], config: DoctorConfig) -> list[Finding]:
-    """MSD109: init std more than ``init_std_factor`` away from every fitting recommendation.
+    """MSD109: init std more than ``init_std_factor`` away from every fitting recommendation; an embedding
+    table's more than ``init_std_factor`` above the largest usual embedding init (``_embedding_scale``).
 
     A small init of the output layer (the last weight defined) is a deliberate pattern (residual
     forecasters, zero-ish heads): nothing follows it for the signal to vanish through, so only a too
@@ -472,7 +571,46 @@ def poor_initialization(params: list[ParamSignal], config: DoctorConfig) -> list
                 "`weight_init='he_normal'` before ReLU-like activations, `'xavier_uniform'` otherwise.",
             )
         )
-    return found
+    tables = (_embedding_scale(p, factor) for p in params if p.role == EMBEDDING and p.requires_grad)
+    return found + [finding for finding in tables if finding is not None]
+
+
+def _holder(p: ParamSignal) -> str:
+    return f"{p.cell_type} `{p.cell}`" if p.cell else f"the root cell ({p.cell_type})"
+
+
+EMBEDDING_STD_USUAL_MAX = 1.0
+"""Largest init std in common use for embedding tables: Normal(0, 1), PyTorch's and ``mint.nn.Embedding``'s
+default. The others are smaller: MindSpore ``nn.Embedding``'s Normal(0.01), BERT's TruncatedNormal(0.02),
+Normal(1/sqrt(dim)), Uniform(+-0.1), word2vec's Uniform(+-0.5/dim). MSD109 warns above ``init_std_factor`` times it."""
+
+
+def _embedding_scale(p: ParamSignal, factor: float) -> Finding | None:
+    """MSD109 on an embedding table (``nn.Embedding``, ``mint.nn.Embedding`` or a raw table read through a
+    gather/lookup/index in construct): only a too *large* init is judged. Every token vector is then
+    ~std*sqrt(dim) long: it swamps the positional encodings and biases added to it, saturates what follows,
+    and updates of learning-rate size barely move it, so the rows stay random. A small init is not harmful
+    the same way: the table is the network's input, the gradient reaching a row does not depend on its scale,
+    and small inits are common by design (word2vec's +-0.5/dim). A table whose values are not shaped like an
+    initializer's draw (loaded or trained rows) is not judged."""
+    limit = EMBEDDING_STD_USUAL_MAX * factor
+    if not p.std or p.std <= limit or not p.fresh_draw:
+        return None
+    rows, dim = (p.shape[0], p.shape[-1]) if len(p.shape) >= 2 else (p.size, 1)
+    ratio = p.std / EMBEDDING_STD_USUAL_MAX
+    return make_finding(
+        "MSD109",
+        f"Embedding table `{p.name}` of {_holder(p)} ({rows} rows x {dim}) has init std "
+        f"{p.std:.3g}, {ratio:.0f}x the largest usual embedding init (std {EMBEDDING_STD_USUAL_MAX:g}, "
+        f"Normal(0, 1)): every token vector is ~{p.std * math.sqrt(dim):.3g} long, so it swamps what is added to "
+        "it (positions, biases), saturates what follows, and updates of learning-rate size barely move it.",
+        location=p.location,
+        evidence={"std": p.std, "usual_max": EMBEDDING_STD_USUAL_MAX, "ratio": ratio, "factor": factor,
+                  "rows": rows, "dim": dim, "role": p.role},
+        suggestion="Drop the explicit table init (nn.Embedding's default is Normal(0.01)) or use "
+        f"`Normal(1 / sqrt(dim))` = Normal({1 / math.sqrt(dim):.3g}) or 'normal'; to scale embeddings on purpose, "
+        "multiply in construct (`* sqrt(d_model)`) where the gradient sees it.",
+    )
 
 
 def _group_of(label: str, parameters: tuple[str, ...]) -> str:

@@ -5,9 +5,10 @@ registered twice is seen twice), the optimizer and, when ``lint`` receives a
 train cell, its loss-scale attributes; turns them into the plain signals of
 ``rules/parameters.py`` and lets those rules judge. Tensors are copied to host
 only for parameters whose init is judged and for frozen ones (is it still at
-its initial value?). How often each cell runs per forward pass (MSD101) and
-where each layer's output goes (MSD109; for MSD102 the normalization trained on a frozen layer's output) come
-from the construct AST.
+its initial value?). How often each cell runs per forward pass (MSD101), which raw parameters are read as
+tables or multiplied as weights, and where each layer's output goes (MSD109; for MSD102 the normalization
+trained on a frozen layer's output) come from the construct AST. Which distinct cells hold a shared Parameter
+and whether they are copies of one layer (class and settings) come from the cells themselves (MSD101).
 """
 from __future__ import annotations
 
@@ -162,13 +163,28 @@ def _raw_role(cell: Any, key: str, param: Any) -> str:
         parent = flow.parents.get(node)
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult):
             return rules.WEIGHT
+        if isinstance(parent, ast.Subscript) and parent.value is node and _looked_up(parent.slice):
+            return rules.EMBEDDING
         if isinstance(parent, ast.Call) and node in parent.args:
             op = norm_name(callee_identifier(parent.func if isinstance(parent.func, ast.Call) else parent) or "")
-            if op in _LOOKUP_OPS and parent.args[0] is node:
+            table = _TABLE_ARGUMENT.get(op, 0)
+            if op in _LOOKUP_OPS and len(parent.args) > table and parent.args[table] is node:
                 return rules.EMBEDDING
             if op in _MULTIPLYING_OPS:
                 return rules.WEIGHT
     return rules.OTHER
+
+
+_TABLE_ARGUMENT = {"embedding": 1}
+"""Position of the table among a lookup's arguments where it is not the first: ``ops.embedding(ids, weight)``
+(and ``mint.nn.functional.embedding``) take the ids first; ``ops.gather(table, ids, 0)`` the table."""
+
+
+def _looked_up(index: ast.expr) -> bool:
+    """``table[ids]``: rows picked by a local value (the token ids construct receives), not a constant slice of the
+    parameter (``self.position[:, :steps]``) nor a fixed index held by the cell (``self.bias_table[self.index]``,
+    a relative-position bias whose zero init is normal)."""
+    return isinstance(index, ast.Name)
 
 
 def _fans(cell: Any, shape: tuple[int, ...]) -> tuple[int | None, int | None]:
@@ -221,7 +237,24 @@ def _measure(param: Any, role: str, fan_in: int | None) -> dict[str, Any]:
     stats: dict[str, Any] = {"all_equal": equal, "constant": float(low) if equal else None}
     if role == rules.WEIGHT and fan_in and not equal:
         stats["std"] = float(values.std(dtype=np.float64))
+    elif role == rules.EMBEDDING and not equal:
+        stats["std"] = float(values.std(dtype=np.float64))
+        stats["fresh_draw"] = _fresh_draw(values.reshape(-1)[:_DRAW_SAMPLE])
     return stats
+
+
+_DRAW_SAMPLE = 100_000
+"""Values of a table read to tell a fresh random draw from loaded rows (its first ones, in memory order)."""
+_DRAW_KURTOSIS = (1.5, 4.5)
+"""Kurtosis of the initializers' draws: uniform 1.8, truncated normal 2.4-2.9, normal 3. Trained or loaded
+embedding rows are heavy-tailed or off-centre."""
+
+
+def _fresh_draw(values: np.ndarray) -> bool:
+    """Values shaped like an initializer's draw: centred on zero, with a uniform's or a normal's tails."""
+    spread = float(values.std(dtype=np.float64))
+    low, high = _DRAW_KURTOSIS
+    return spread > 0 and abs(float(values.mean(dtype=np.float64))) < 0.1 * spread and low < _kurtosis(values) < high
 
 
 _UNIFORM_SPREAD = 0.15
@@ -408,6 +441,22 @@ def _registered_twice(parent: Any, cell: Any) -> bool:
     return not any(keys <= attrs for attrs in together)
 
 
+_STATE_ATTRIBUTES = frozenset({"training", "requires_grad", "is_top_cell", "arguments_key", "cell_type",
+                               "grad_ops_label", "has_bprop", "mixed_precision_type"})
+"""Public Cell attributes that record a state (mode, compilation), not what the layer computes."""
+
+
+def _settings(cell: Any) -> tuple:
+    """What a cell computes besides its parameters' values: its class, its public plain settings (channels,
+    stride, dilation, padding, flags) and the classes of its child cells (a Dense's activation). Two cells with
+    equal settings are copies of one layer: given one matrix, they compute the same function of it."""
+    plain = (bool, int, float, str, tuple, type(None))
+    values = tuple(sorted((k, repr(v)) for k, v in vars(cell).items()
+                          if not k.startswith("_") and k not in _STATE_ATTRIBUTES and isinstance(v, plain)))
+    children = tuple(sorted((k, type(c).__name__) for k, c in cell._cells.items() if c is not None))
+    return type(cell), values, children
+
+
 def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
     held_ids = None if held is None else {id(p) for p in held}
     held_names = {p.name for p in held or ()}
@@ -430,8 +479,8 @@ def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
                 entry = seen[id(param)] = {"param": param, "cell": cell, "parent": parent, "key": key,
                                            "param_key": param_key, "listed": listed, "paths": {}, "owners": {}}
             if listed == entry["listed"]:
-                entry["paths"].setdefault(alias, path)
-                entry["owners"][id(cell)] = type(cell).__name__
+                if entry["paths"].setdefault(alias, path) == path:
+                    entry["owners"].setdefault(id(cell), (cell, []))[1].append(path)
     flow = ScaleFlow(cells)
     signals = []
     for entry in seen.values():
@@ -440,6 +489,7 @@ def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
         role = _role(cell, entry["param_key"], param)
         fan_in, fan_out = _fans(cell, shape) if role == rules.WEIGHT else (None, None)
         paths = tuple(entry["paths"].values())
+        owners = list(entry["owners"].values())
         signals.append(
             ParamSignal(
                 name=param.name,
@@ -452,7 +502,10 @@ def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
                 paths=paths,
                 uses=sum(runs[p] for p in paths),
                 repeated=any(repeated[p] for p in paths),
-                owner_types=tuple(entry["owners"].values()),
+                owner_types=tuple(type(owner).__name__ for owner, _ in owners),
+                owner_cells=tuple(owner_paths[0] for _, owner_paths in owners),
+                owners_running=sum(any(runs[p] for p in owner_paths) for _, owner_paths in owners),
+                owners_alike=len(owners) > 1 and len({_settings(owner) for owner, _ in owners}) == 1,
                 in_optimizer=_held_state(param, held_ids, held_names),
                 fan_in=fan_in,
                 fan_out=fan_out,
