@@ -103,14 +103,15 @@ def _grad_sums_one(grad):
 _map = C.HyperMap()
 
 
-def _optimizer_probe(self, *args, **kwargs):
+def _optimizer_probe(self, gradients, *args, **kwargs):
     """The probed optimizer's ``construct``: the user's, then, on probe steps (``_msd_probing`` holds True),
-    Σg²/2 of each gradient (the first argument)."""
-    done = self._msd_inner(*args, **kwargs)
+    Σg²/2 of each gradient. ``gradients`` is a parameter of its own: inside ``*args`` a compiled call (PyNative's
+    ``@jit``) takes the tuple of gradients for a constant and compiles again at every step."""
+    done = self._msd_inner(gradients, *args, **kwargs)
     # Both branches return values that two unconditional assigns write: with the assigns inside the branch,
     # MindSpore 2.10 dropped them after AdamWeightDecay (tests/test_probes.py, every optimizer).
     if self._msd_probing:
-        sums, calls = ops.stack(_map(_grad_sums, args[0])), self._msd_calls + 1  # calls: the optimizer ran
+        sums, calls = ops.stack(_map(_grad_sums, gradients)), self._msd_calls + 1  # calls: the optimizer ran
     else:
         sums, calls = self._msd_grad_sums, self._msd_calls
     written = ops.assign(self._msd_grad_sums, sums)
@@ -160,9 +161,9 @@ def _abs_sum_max(values: np.ndarray, scratch: np.ndarray, minus: np.ndarray | No
     return total, largest
 
 
-def _activation_probe(self, *args, **kwargs):
+def _activation_probe(self, x, *args, **kwargs):
     """The probed activation's ``construct``: the user's, and a sample of its output while sampling."""
-    y = self._msd_inner(*args, **kwargs)
+    y = self._msd_inner(x, *args, **kwargs)
     if self._msd_sampling:
         ops.assign(self._msd_sample, _output_sample(ops.stop_gradient(y)))
     return y

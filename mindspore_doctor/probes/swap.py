@@ -84,12 +84,13 @@ def _jitted(cls: type) -> bool:
     return any(hasattr(vars(c).get("construct"), "__wrapped__") for c in cls.__mro__)
 
 
-def _rebound(function: types.FunctionType, owner: type) -> types.FunctionType:
-    """``function`` with its ``__class__`` cell (what Python's bare ``super()`` reads) set to ``owner``."""
-    cells = tuple(types.CellType(owner) if name == "__class__" else cell
-                  for name, cell in zip(function.__code__.co_freevars, function.__closure__ or ()))
-    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
-                              cells)
+def _copy(function: types.FunctionType, *, owner: type | None = None, name: str | None = None) -> types.FunctionType:
+    """A copy of ``function``, with its ``__class__`` cell (what Python's bare ``super()`` reads) set to ``owner``
+    and/or under another ``name``."""
+    cells = tuple(types.CellType(owner) if owner is not None and var == "__class__" else cell
+                  for var, cell in zip(function.__code__.co_freevars, function.__closure__ or ()))
+    copy = types.FunctionType(function.__code__, function.__globals__, name or function.__name__,
+                              function.__defaults__, cells or function.__closure__)
     copy.__kwdefaults__, copy.__dict__ = function.__kwdefaults__, dict(function.__dict__)
     copy.__qualname__, copy.__module__, copy.__doc__ = function.__qualname__, function.__module__, function.__doc__
     return copy
@@ -102,7 +103,7 @@ def _sibling(base: type, members: dict[str, Any]) -> type:
     for name, value in vars(base).items():
         if (isinstance(value, types.FunctionType) and "__class__" in value.__code__.co_freevars
                 and name not in members):
-            setattr(cls, name, _rebound(value, cls))
+            setattr(cls, name, _copy(value, owner=cls))
     return cls
 
 
@@ -115,9 +116,11 @@ def probed_class(base: type, probed_construct: Callable[..., Any]) -> type:
     ``construct`` as ``self._msd_inner(...)``. Raises ``CannotProbe`` when no form is safe for ``base``."""
     if PROBED_MARK in vars(base):
         raise CannotProbe("it already carries probes (another Doctor is watching it, or one was not closed)")
-    jitted = _jitted(base)
-    # With a jitted construct in its classes the probe compiles with the cell, in PyNative as well.
-    members = {"construct": ms.jit(probed_construct) if jitted else probed_construct, PROBED_MARK: base,
+    # With a jitted construct in its classes the probe compiles with the cell, in PyNative as well. Under the name
+    # ``construct``: MindSpore's ``@jit`` compiles a cell's method only by the name the cell has it under; else it
+    # takes ``self`` and the gradients for constants and compiles again at every step.
+    construct = _copy(probed_construct, name="construct")
+    members = {"construct": ms.jit(construct) if _jitted(base) else construct, PROBED_MARK: base,
                "__module__": base.__module__, "_msd_inner": base.construct}
     if _is_library(base):
         # MindSpore's own classes: no bare super() in their constructs; the name is kept for messages and rules.
@@ -128,13 +131,13 @@ def probed_class(base: type, probed_construct: Callable[..., Any]) -> type:
         return _subclass(base, members, "_msdoctor")
     if "__slots__" in vars(base):
         raise CannotProbe(f"{base.__name__} defines __slots__ and uses super(): its class cannot be copied")
-    if "named" in forms and not (jitted or ms.get_context("mode") == ms.GRAPH_MODE):
+    if "named" in forms and not (_jitted(base) or ms.get_context("mode") == ms.GRAPH_MODE):
         raise CannotProbe(f"{base.__name__} uses both super() and super({base.__name__}, self) and may run eagerly "
                           "(PyNative): no probed class keeps both meaning what they mean without the Doctor")
     cls = _sibling(base, members)
     own = vars(base).get("construct")
     if isinstance(own, types.FunctionType) and "__class__" in own.__code__.co_freevars:
-        cls._msd_inner = _rebound(own, cls)
+        cls._msd_inner = _copy(own, owner=cls)
     return cls
 
 
