@@ -105,8 +105,8 @@ _map = C.HyperMap()
 
 def _optimizer_probe(self, gradients, *args, **kwargs):
     """The probed optimizer's ``construct``: the user's, then, on probe steps (``_msd_probing`` holds True),
-    Σg²/2 of each gradient. ``gradients`` is a parameter of its own: inside ``*args`` a compiled call (PyNative's
-    ``@jit``) takes the tuple of gradients for a constant and compiles again at every step."""
+    Σg²/2 of each gradient. The gradients are a named parameter, as in the optimizers' own ``construct``: a
+    compiled call takes them as the graph's input."""
     done = self._msd_inner(gradients, *args, **kwargs)
     # Both branches return values that two unconditional assigns write: with the assigns inside the branch,
     # MindSpore 2.10 dropped them after AdamWeightDecay (tests/test_probes.py, every optimizer).
