@@ -74,7 +74,29 @@ def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, loss_fn:
     ``options``: fields of ``DoctorConfig`` (or ``config=DoctorConfig(...)``);
     ``eval_dataset`` is used when ``eval_ds`` is not given.
     """
-    config = DoctorConfig.from_options(options)
+    return _check(train_ds, eval_ds, network, loss_fn, DoctorConfig.from_options(options))[0]
+
+
+def check_data_for_training(train_ds: Any, eval_ds: Any, network: Any, loss_fn: Any,
+                            config: DoctorConfig) -> tuple[Report, Any]:
+    """``check_data`` at the start of training: the report without its MSD304 findings, and a
+    ``NetworkInputCheck`` holding them (None when there are none) to be judged at the first step on the batch
+    the network receives, which a hand-written loop may have transformed."""
+    from mindspore_doctor.data.network_inputs import NetworkInputCheck
+
+    report, signals, sample = _check(train_ds, eval_ds, network, loss_fn, config)
+    held = [f for f in report.findings if f.code == "MSD304" and f.location.get("column") is not None]
+    if not held or signals is None:
+        return report, None
+    report.findings = [f for f in report.findings if f not in held]
+    inputs = [f.column for f in signals.train.features]
+    return report, NetworkInputCheck(held, {f.column: f for f in signals.train.features},
+                                     {c: sample.sample_shape(c) for c in inputs}, signals.train.samples, config)
+
+
+def _check(train_ds: Any, eval_ds: Any, network: Any, loss_fn: Any,
+           config: DoctorConfig) -> tuple[Report, DataSignals | None, Any]:
+    """The report, and the signals and training sample it was judged on (None when the sample failed)."""
     eval_ds = eval_ds if eval_ds is not None else config.eval_dataset
     wanted = selector(config)
     start = time.perf_counter()
@@ -103,7 +125,7 @@ def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, loss_fn:
     meta["data_check_seconds"] = round(time.perf_counter() - start, 3)
     report = Report(meta=meta)
     report.extend(f for f in findings if wanted(f.code))
-    return report
+    return report, (signals if train is not None else None), (train[1] if train is not None else None)
 
 
 def _run_rules(signals: DataSignals, config: DoctorConfig, wanted: Callable[[str], bool]) -> list[Finding]:

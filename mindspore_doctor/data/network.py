@@ -32,9 +32,10 @@ def count_outputs(network: Any, batch: dict[str, np.ndarray], roles: ColumnRoles
     while isinstance(out, (tuple, list)) and out:
         out = out[0]
     shape = tuple(out.shape)
-    if len(shape) < 2:
-        return 1, ""
     label_shape = tuple(batch[roles.label].shape) if roles.label else ()
+    one_sample = len(shape) == 1 and roles.label is not None and label_shape == ()
+    if len(shape) < 2 and not one_sample:  # (N,) against (N,) labels: one output; an unbatched row's (C,): C
+        return 1, ""
     return int(shape[_class_axis(shape, label_shape)]), ""
 
 
@@ -52,9 +53,23 @@ def _shared_params(network: Any, trainable: dict[int, int]) -> int:
     return sum(trainable[i] for i in shared)
 
 
+def _embeddings(network: Any) -> tuple[int, tuple[int, ...]]:
+    """(embedding tables, their ``padding_idx`` values): any cell with "Embedding" in its class hierarchy
+    (``nn.Embedding``, ``mint.nn.Embedding``, ``nn.EmbeddingLookup``, users' own subclasses)."""
+    tables, padding = 0, set()
+    for _, cell in network.cells_and_names():
+        if any("Embedding" in c.__name__ for c in type(cell).__mro__):
+            tables += 1
+            index = getattr(cell, "padding_idx", None)
+            if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+                padding.add(int(index))
+    return tables, tuple(sorted(padding))
+
+
 def network_signals(network: Any, batch: dict[str, np.ndarray], roles: ColumnRoles, label: LabelStats | None) -> NetworkSignals:
     trainable = {id(p): int(np.prod(p.shape)) for p in network.trainable_params()}
     signals = NetworkSignals(trainable_params=sum(trainable.values()), shared_params=_shared_params(network, trainable))
+    signals.embeddings, signals.padding_ids = _embeddings(network)
     if label is not None and label.kind in ("class", "onehot", "dense"):
         signals.num_outputs, signals.outputs_unknown_why = count_outputs(network, batch, roles)
     return signals

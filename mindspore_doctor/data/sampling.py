@@ -35,6 +35,13 @@ class Sample:
     signals: DatasetSignals
     first_batch: dict[str, np.ndarray]
     """The first row as the iterator yields it (a batch when batched): MSD306's forward pass input."""
+    batched: bool = False
+    """Rows are batches (a batching node, or a source that yields batches)."""
+
+    def sample_shape(self, column: str) -> tuple[int, ...]:
+        """One sample's shape in ``column``."""
+        shape = tuple(self.first_batch[column].shape)
+        return shape[1:] if self.batched else shape
 
 
 _PYTHON_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b.*")
@@ -108,9 +115,28 @@ def _shuffle_ignored(dataset: Any) -> bool:
 
 
 def _is_batched(dataset: Any) -> bool:
-    from mindspore.dataset.engine.datasets import BatchDataset
+    """A batching node in the pipeline: ``batch``, ``padded_batch`` (not a BatchDataset subclass) or
+    ``bucket_batch_by_length``."""
+    from mindspore.dataset.engine.datasets import BatchDataset, BucketBatchByLengthDataset, PaddedBatchDataset
 
-    return any(isinstance(n, BatchDataset) for n in _pipeline_nodes(dataset))
+    batching = (BatchDataset, PaddedBatchDataset, BucketBatchByLengthDataset)
+    return any(isinstance(n, batching) for n in _pipeline_nodes(dataset))
+
+
+def rows_are_batches(row: dict[str, np.ndarray], roles: ColumnRoles) -> bool:
+    """A pipeline without a batching node whose source already yields batches (a generator of
+    ``(images[N, ...], labels[N])``, common in code ported from other frameworks).
+
+    Judged from the first row: every column has the same leading length N >= 2, the label is one value per
+    sample ((N,) or (N, 1)), and some input has more axes than that. A single sample rarely looks so: a token sequence
+    with per-token tags has 1-D inputs, a segmentation sample a 2-D mask. Without a label column there is no
+    such evidence and rows stay samples.
+    """
+    label = row[roles.label] if roles.label is not None else None
+    if label is None or not roles.inputs or not (label.ndim == 1 or (label.ndim == 2 and label.shape[1] == 1)):
+        return False
+    lengths = {a.shape[0] if a.ndim else None for a in row.values()}
+    return len(lengths) == 1 and (lengths.pop() or 0) >= 2 and any(row[c].ndim >= 2 for c in roles.inputs)
 
 
 def _known_size(dataset: Any, name: str) -> int | None:
@@ -146,9 +172,10 @@ def read_sample(dataset: Any, name: str, roles: ColumnRoles, config: DoctorConfi
     batched = _is_batched(dataset)
     inputs = {c: FeatureAccumulator(c) for c in roles.inputs}
     label = LabelAccumulator(roles.label) if roles.label else None
-    signals = DatasetSignals(name=name, samples=0, batch_size=int(_ask(name, "get_batch_size()", dataset.get_batch_size)) if batched else 1)
+    signals = DatasetSignals(name=name, samples=0)
     hashes: list[int] = []
     first_batch: dict[str, np.ndarray] = {}
+    rows_read = 0
     exhausted = False
     start = time.perf_counter()
     iterator = _ask(name, "create_tuple_iterator()", lambda: dataset.create_tuple_iterator(num_epochs=1, output_numpy=True))
@@ -164,9 +191,13 @@ def read_sample(dataset: Any, name: str, roles: ColumnRoles, config: DoctorConfi
                 break
             except Exception as exc:  # noqa: BLE001 - the user's pipeline raising is a finding, not our crash
                 raise DataUnavailable(f"reading the {name} dataset raised {error_summary(exc)}") from exc
-            first_batch = first_batch or {c: np.asarray(a) for c, a in zip(columns, row)}
+            if not first_batch:
+                first_batch = {c: np.asarray(a) for c, a in zip(columns, row)}
+                batched = batched or rows_are_batches(first_batch, roles)
+                signals.batch_size = _leading_length(first_batch) if batched else 1
             batch = {c: (np.asarray(a) if batched else np.asarray(a)[None]) for c, a in zip(columns, row)}
             signals.samples += _add_batch(batch, inputs, label, signals)
+            rows_read += 1
             if inputs:
                 hashes.extend(_sample_hashes([batch[c] for c in inputs]))
     finally:
@@ -174,13 +205,20 @@ def read_sample(dataset: Any, name: str, roles: ColumnRoles, config: DoctorConfi
     if signals.samples == 0:
         raise DataUnavailable(f"the {name} dataset yielded no samples")
     size = _known_size(dataset, name)
-    signals.total_samples = signals.samples if exhausted else (size * signals.batch_size if size is not None else None)
+    # rows per epoch x samples per row as read: a padded, bucketed or partial last batch counts what it holds
+    per_row = signals.samples / rows_read
+    signals.total_samples = signals.samples if exhausted else (round(size * per_row) if size is not None else None)
     signals.shards = _num_shards(dataset)
     signals.features = [acc.result() for acc in inputs.values()]
     signals.label = label.result() if label is not None and label.column not in signals.skipped_columns else None
     signals.hashes = np.array(hashes, dtype=np.uint64)
     signals.shuffle_ignored = _shuffle_ignored(dataset)
-    return Sample(signals, first_batch)
+    return Sample(signals, first_batch, batched)
+
+
+def _leading_length(row: dict[str, np.ndarray]) -> int:
+    """Samples in one batched row: the leading length of its columns."""
+    return int(next(iter(row.values())).shape[0])
 
 
 def _add_batch(batch: dict[str, np.ndarray], inputs: dict[str, FeatureAccumulator], label: LabelAccumulator | None, signals: DatasetSignals) -> int:

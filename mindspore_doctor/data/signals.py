@@ -105,6 +105,11 @@ class NetworkSignals:
     """The label value the loss skips (``nn.CrossEntropyLoss(ignore_index=...)``); None when it has none."""
     custom_loss: bool = False
     """The loss is the user's own Cell: it may mask labels (e.g. -1 for unlabelled samples) itself."""
+    embeddings: int = 0
+    """Embedding tables (``nn.Embedding``, ``mint.nn.Embedding``, lookups) in the network: integer input columns
+    are then ids it looks up, not quantities (MSD310)."""
+    padding_ids: tuple[int, ...] = ()
+    """The embeddings' ``padding_idx`` values: the vocabulary's one id known to be special (MSD310)."""
 
 
 @dataclass

@@ -410,11 +410,61 @@ def _kurtosis(f: FeatureStats) -> np.ndarray:
         return np.nan_to_num(np.nanmean(standard ** 4, axis=0), nan=3.0)
 
 
+UNITS_MIN_STD_RATIO = 1.5
+"""MSD308, other units: the eval/train spread ratio (either way) at least this far from 1 (°C -> °F is 1.8,
+kg -> lb 2.2, cm -> in 2.54; a ratio of 3 or more is caught by ``mismatch_std_ratio`` alone)."""
+UNITS_MIN_SHIFT = 0.5
+"""MSD308, other units: the eval median at least this many train (robust) stds from the train median."""
+UNITS_SIGMAS = 5.0
+"""MSD308, other units: the spread ratio and the median shift together beyond this many standard errors of
+their estimates (the root of the sum of their squared z-scores, each at least ``UNITS_EACH_SIGMAS``). A
+natural split gets there on one feature with a chance of ~4e-6; a change of units moves both at once."""
+UNITS_EACH_SIGMAS = 3.0
+"""MSD308, other units: the least z-score of each of the two (a large shift alone is the other test's)."""
+UNITS_MIN_EVAL_SAMPLES = 30
+"""A smaller eval sample of a skewed feature often misses its tail: its mean and std drop together, as if
+rescaled. Below this many eval samples only the large-difference test runs."""
+
+
+def _other_units(t: FeatureStats, e: FeatureStats, std_ratio: np.ndarray) -> np.ndarray:
+    """Per feature: the eval values look like the train values in other units (an affine change).
+
+    Judged on medians and median absolute deviations, which a unit change moves and one outlier does not (a
+    heavy-tailed feature's std and mean jump together when a small eval sample holds one tail value, which
+    looks like a rescaling to mean/std), against their standard errors under "same distribution"; the caller
+    also wants the mean and std moved as much. Tabular values only (an image channel's per-sample means are
+    not its values) and eval samples of at least ``UNITS_MIN_EVAL_SAMPLES``.
+    """
+    no = np.zeros(t.num_features, dtype=bool)
+    n_t, n_e = t.per_sample.shape[0], e.per_sample.shape[0]
+    if not (t.rows_are_values and e.rows_are_values) or n_e < UNITS_MIN_EVAL_SAMPLES or n_t < UNITS_MIN_EVAL_SAMPLES:
+        return no
+    with np.errstate(all="ignore"):
+        med_t, med_e = np.nanmedian(t.per_sample, axis=0), np.nanmedian(e.per_sample, axis=0)
+        mad_t = np.nanmedian(np.abs(t.per_sample - med_t), axis=0)
+        mad_e = np.nanmedian(np.abs(e.per_sample - med_e), axis=0)
+        spread = np.sqrt(1 / n_t + 1 / n_e)
+        shift = np.abs(med_e - med_t) / (1.4826 * mad_t)
+        z_shift = shift / (np.sqrt(np.pi / 2) * spread)  # the median's standard error: 1.25 sigma / sqrt(n)
+        log_ratio = np.log(mad_e / mad_t)
+        z_ratio = np.abs(log_ratio) / (1.166 * spread)  # log MAD's standard error: 1.17 / sqrt(n)
+        same_way = np.sign(log_ratio) == np.sign(np.log(std_ratio))
+        units = (mad_t > 0) & (mad_e > 0) & same_way & (np.abs(log_ratio) >= np.log(UNITS_MIN_STD_RATIO))
+        units &= (shift >= UNITS_MIN_SHIFT) & (z_shift >= UNITS_EACH_SIGMAS) & (z_ratio >= UNITS_EACH_SIGMAS)
+        units &= np.hypot(z_shift, z_ratio) >= UNITS_SIGMAS
+    return np.where(np.isfinite(shift) & np.isfinite(log_ratio), units, no)
+
+
 def train_eval_mismatch(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     """MSD308: eval feature/channel means or stds far from the train ones (different preprocessing).
 
-    Each difference must exceed its threshold by ``mismatch_noise_sigmas`` standard errors of its own estimate:
-    the std of a feature that is non-zero in a handful of samples is mostly noise.
+    Two tests per feature, each against the standard errors of its own estimates (the std of a feature that is
+    non-zero in a handful of samples is mostly noise, and a small eval set has wide ones):
+
+    - a large difference: the mean more than ``mismatch_shift`` train stds off, or the std more than
+      ``mismatch_std_ratio`` times larger or smaller, by ``mismatch_noise_sigmas`` standard errors;
+    - other units: an affine change (°F for °C, lb for kg) rescales the std by 1.5-3x and moves the mean
+      with it; both beyond ``UNITS_SIGMAS`` standard errors at once.
     """
     found = []
     pairs = _paired_features(s)
@@ -423,27 +473,40 @@ def train_eval_mismatch(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     for t, e in pairs:
         scale = np.where(t.std > 0, t.std, np.where(e.std > 0, e.std, np.inf))
         shift = np.abs(e.mean - t.mean) / scale
-        shift_noise = np.sqrt(t.std ** 2 / n_t + e.std ** 2 / n_e) / scale
+        shift_noise = np.nan_to_num(np.sqrt(t.std ** 2 / n_t + e.std ** 2 / n_e) / scale)
         with np.errstate(all="ignore"):
             both = (t.std > 0) & (e.std > 0)
             std_ratio = np.where(both, e.std / t.std, 1.0)
-            log_noise = np.sqrt((_kurtosis(t) - 1) / (4 * n_t) + (_kurtosis(e) - 1) / (4 * n_e))
-        off = shift > config.mismatch_shift + k * np.nan_to_num(shift_noise)
-        off |= np.abs(np.log(std_ratio)) > np.log(config.mismatch_std_ratio) + k * np.where(both, log_noise, 0.0)
-        off &= np.isfinite(shift) | (std_ratio != 1.0)
+            log_ratio = np.abs(np.log(std_ratio))
+            log_noise = np.where(both, np.sqrt((_kurtosis(t) - 1) / (4 * n_t) + (_kurtosis(e) - 1) / (4 * n_e)), 0.0)
+        off = shift > config.mismatch_shift + k * shift_noise
+        off |= log_ratio > np.log(config.mismatch_std_ratio) + k * log_noise
+        units = _other_units(t, e, std_ratio) & (log_ratio >= np.log(UNITS_MIN_STD_RATIO)) & (shift >= UNITS_MIN_SHIFT)
+        off = (off | units) & (np.isfinite(shift) | (std_ratio != 1.0))
         bad = np.flatnonzero(off)
         if not bad.size:
             continue
-        i = int(bad[np.argmax(np.nan_to_num(shift[bad], posinf=0) + np.abs(np.log(std_ratio[bad])))])
+        i = int(bad[np.argmax(np.nan_to_num(shift[bad], posinf=0) + log_ratio[bad])])
+        affine = ""
+        if both[i]:
+            a = float(std_ratio[i])
+            b = float(e.mean[i] - a * t.mean[i])
+            affine = f"; eval ≈ {a:.3g} x train {'+' if b >= 0 else '-'} {abs(b):.3g}"
         found.append(make_finding(
             "MSD308",
             f"Train and eval `{t.column}` differ: {t.feature_label(i)} has mean {_g(t.mean[i])} / std {_g(t.std[i])} "
-            f"in train but {_g(e.mean[i])} / {_g(e.std[i])} in eval ({bad.size} of {t.num_features} {t.feature_name}s differ).",
+            f"in train but {_g(e.mean[i])} / {_g(e.std[i])} in eval ({_g(shift[i])} train stds apart, std ratio "
+            f"{_g(std_ratio[i])}; {n_t} train and {n_e} eval samples{affine}) ({bad.size} of {t.num_features} "
+            f"{t.feature_name}s differ).",
             location=_where(s.eval, t.column),
             evidence={"feature": i, "train_mean": float(t.mean[i]), "train_std": float(t.std[i]),
-                      "eval_mean": float(e.mean[i]), "eval_std": float(e.std[i]), "features_differing": int(bad.size)},
+                      "eval_mean": float(e.mean[i]), "eval_std": float(e.std[i]), "features_differing": int(bad.size),
+                      "shift_train_stds": float(shift[i]), "shift_standard_error": float(shift_noise[i]),
+                      "std_ratio": float(std_ratio[i]), "log_std_ratio_standard_error": float(log_noise[i]),
+                      "features": bad[:50].tolist()},
             suggestion="Apply exactly the same deterministic preprocessing (resize, rescale, normalise with the "
-            "train statistics) to train and eval; only random augmentation should differ.",
+            "train statistics) to train and eval, on data in the same units (a column exported in °F instead of "
+            "°C, or g instead of kg, rescales and shifts it); only random augmentation should differ.",
         ))
     return found
 
@@ -481,34 +544,140 @@ def train_eval_leakage(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     )]
 
 
+ONE_VOCABULARY_OVERLAP = 0.5
+"""An integer vector is a sequence of ids from one vocabulary when its positions each span at least this
+fraction of the range all its positions span together (tokens: ~0.9); an integer table's columns (an age, a
+count, an income) or a CTR row's per-field id ranges each span a small part of it."""
+
+
+def _varying(f: FeatureStats) -> np.ndarray:
+    return (f.max > f.min) | (f.nonfinite > 0)
+
+
+def _one_vocabulary(f: FeatureStats) -> bool:
+    varying = np.flatnonzero(_varying(f))
+    if varying.size < 2:
+        return False
+    span = float(f.max[varying].max() - f.min[varying].min())
+    return span > 0 and float(np.median(f.max[varying] - f.min[varying])) / span >= ONE_VOCABULARY_OVERLAP
+
+
+def _id_value_pairs(features: list[FeatureStats]) -> list[tuple[FeatureStats, FeatureStats]]:
+    """(ids, values) column pairs of a CTR-style input: same width, and at some position one of the two is fixed
+    by design while the other varies (a numeric field keeps its id, a one-hot field its value 1)."""
+    pairs = []
+    for ids in features:
+        if ids.kind != "tokens" or not ids.rows_are_values:
+            continue
+        for values in features:
+            if values is ids or values.kind != "tabular" or values.num_features != ids.num_features:
+                continue
+            if (_varying(ids) != _varying(values)).any():
+                pairs.append((ids, values))
+    return pairs
+
+
+def _id_evidence(f: FeatureStats, s: DataSignals, paired: set[str]) -> str:
+    """Why an integer column holds ids (looked up, not measured), or "" when nothing says so."""
+    if f.kind != "tokens" or not f.rows_are_values or f.layout == "":
+        return ""
+    if f.column in paired:
+        return "field ids paired with a value column"
+    if s.network.embeddings:
+        return "ids the network's embedding looks up"
+    return "ids from one vocabulary" if _one_vocabulary(f) else ""
+
+
+def _position_text(f: FeatureStats, j: int) -> str:
+    if j == 0:
+        return f"Every sequence of `{f.column}` starts with"
+    if j == f.num_features - 1:
+        return f"Every sequence of `{f.column}` ends with"
+    return f"Every sequence of `{f.column}` has, at position {j},"
+
+
+def _suspicious_constant_id(f: FeatureStats, constant: np.ndarray, s: DataSignals) -> Finding | None:
+    """A position of an id column that always holds the same id is by design (a BOS/CLS/SEP marker, a numeric
+    field's fixed id, padding) unless the id sits at the rare end of the vocabulary, above every id the other
+    positions hold: where a hand-built vocabulary appends its unknown-word id (``vocab.get(word, len(vocab))``),
+    which a tokeniser missing every text's first word puts at position 0. Special ids are conventionally the
+    smallest (and a ``padding_idx`` is known to be special)."""
+    varying = _varying(f)
+    if not varying.any():
+        return None
+    others = f.per_sample[:, varying]
+    largest_other = float(np.nanmax(others))
+    suspects = [int(j) for j in constant
+                if f.min[j] > largest_other and int(f.min[j]) not in s.network.padding_ids]
+    if not suspects:
+        return None
+    j = suspects[0]
+    value = int(f.min[j])
+    return make_finding(
+        "MSD310",
+        f"{_position_text(f, j)} id {value} over {s.train.samples} sampled samples, and {value} is above every id "
+        f"at the other positions (largest there {largest_other:.0f}): the rare end of the vocabulary, where a "
+        f"hand-built vocabulary appends its unknown-word id. A tokeniser that misses the same word of every text "
+        f"(case, punctuation, a marker not in the vocabulary) produces this; special ids (BOS/CLS) are normally "
+        f"among the smallest.",
+        severity="warning",
+        location=_where(s.train, f.column),
+        evidence={"features": suspects[:50], "value": value, "largest_other_id": largest_other,
+                  "samples": s.train.samples, "kind": "ids"},
+        suggestion="Decode a few sequences back to words: if this is the unknown-word id, fix the tokeniser "
+        "(lower-casing, punctuation, a BOS marker missing from the vocabulary); if it is a marker you add on "
+        "purpose, give it a small reserved id or ignore MSD310 for this column.",
+    )
+
+
+def _constant_values(f: FeatureStats, s: DataSignals, constant: np.ndarray) -> Finding:
+    """The finding for constant features of a quantity column (tabular, image)."""
+    names = ", ".join(str(i) for i in constant[:10]) + (", ..." if constant.size > 10 else "")
+    plural = constant.size > 1
+    label = f"`{f.column}`" if f.layout == "" else f"`{f.column}` {f.feature_name}{'s' if plural else ''} {names}"
+    value = float(f.min[constant[0]])
+    whole = s.train.total_samples is not None and s.train.samples >= s.train.total_samples
+    # A sparse/one-hot column can be all zeros in a partial sample; a constant channel, a non-zero
+    # constant or a constant over the whole training set is a broken pipeline.
+    certain = f.layout in ("CHW", "HWC") or value != 0.0 or whole
+    return make_finding(
+        "MSD310",
+        f"{label} {'are' if plural else 'is'} constant over {'all ' if whole else ''}{s.train.samples} "
+        f"{'training' if whole else 'sampled'} samples (value {_g(value)}); {constant.size} of {f.num_features} "
+        f"{f.feature_name}s carry no information.",
+        severity="warning" if certain else "info",
+        location=_where(s.train, f.column),
+        evidence={"features": constant[:50].tolist(), "value": value, "samples": s.train.samples},
+        suggestion="Drop constant features (or check the pipeline that produced them: a failed join, a "
+        "channel zeroed by a transform); standardising them divides by a zero std.",
+    )
+
+
 def constant_feature(s: DataSignals, config: DoctorConfig) -> list[Finding]:
-    """MSD310: a feature (tabular) or channel (image) with a single value over the training sample."""
+    """MSD310: a feature (tabular) or channel (image) with a single value over the training sample.
+
+    Id columns are judged as ids: a fixed id at a fixed position is by design (see
+    ``_suspicious_constant_id``), and so is the fixed value 1 of a one-hot field beside its varying id.
+    """
     found = []
     if s.train.samples < 2:
         return found
+    pairs = _id_value_pairs(s.train.features)
+    fixed_by_design: dict[str, np.ndarray] = {}  # column -> positions whose partner column varies there
+    for ids, values in pairs:
+        fixed_by_design[ids.column] = fixed_by_design.get(ids.column, False) | _varying(values)
+        fixed_by_design[values.column] = fixed_by_design.get(values.column, False) | _varying(ids)
+    paired = {ids.column for ids, _ in pairs}
     for f in s.train.features:
-        constant = np.flatnonzero((f.min == f.max) & (f.nonfinite == 0))
+        is_constant = (f.min == f.max) & (f.nonfinite == 0)
+        constant = np.flatnonzero(is_constant & ~fixed_by_design.get(f.column, np.zeros_like(is_constant)))
         if not constant.size:
             continue
-        names = ", ".join(str(i) for i in constant[:10]) + (", ..." if constant.size > 10 else "")
-        plural = constant.size > 1
-        label = f"`{f.column}`" if f.layout == "" else f"`{f.column}` {f.feature_name}{'s' if plural else ''} {names}"
-        value = float(f.min[constant[0]])
-        whole = s.train.total_samples is not None and s.train.samples >= s.train.total_samples
-        # A sparse/one-hot column can be all zeros in a partial sample; a constant channel, a non-zero
-        # constant or a constant over the whole training set is a broken pipeline.
-        certain = f.layout in ("CHW", "HWC") or value != 0.0 or whole
-        found.append(make_finding(
-            "MSD310",
-            f"{label} {'are' if plural else 'is'} constant over {'all ' if whole else ''}{s.train.samples} "
-            f"{'training' if whole else 'sampled'} samples (value {_g(value)}); {constant.size} of {f.num_features} "
-            f"{f.feature_name}s carry no information.",
-            severity="warning" if certain else "info",
-            location=_where(s.train, f.column),
-            evidence={"features": constant[:50].tolist(), "value": value, "samples": s.train.samples},
-            suggestion="Drop constant features (or check the pipeline that produced them: a failed join, a "
-            "channel zeroed by a transform); standardising them divides by a zero std.",
-        ))
+        if _id_evidence(f, s, paired) and _varying(f).any():
+            finding = _suspicious_constant_id(f, constant, s)
+            found.extend([finding] if finding else [])
+            continue
+        found.append(_constant_values(f, s, constant))
     return found
 
 

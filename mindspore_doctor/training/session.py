@@ -101,6 +101,7 @@ class DoctorSession:
         self._run_info: dict[str, Any] = {}
         self._backbone: Any = None
         self._evaluator: Any = None  # probes.evaluation.Evaluator when eval_dataset is given
+        self._input_check: Any = None  # data.network_inputs.NetworkInputCheck: MSD304 held until the first step
         self._eval_target: tuple[Any, Any] = (None, None)  # (backbone, loss_fn) it evaluates
         self._args: Any = None  # the run's state object, for ending it from a signal handler
         self._ending = False
@@ -255,12 +256,20 @@ class DoctorSession:
                         train_network=train_network, config=config).findings)
 
     def _check_data(self, train_dataset: Any, backbone: Any, loss_fn: Any) -> None:
-        from mindspore_doctor.data import check_data
+        from mindspore_doctor.data.check import check_data_for_training
 
         if train_dataset is not None:
-            report = check_data(train_dataset, self.config.eval_dataset, network=backbone, loss_fn=loss_fn,
-                                config=self.config)
+            report, self._input_check = check_data_for_training(train_dataset, self.config.eval_dataset, backbone,
+                                                                loss_fn, self.config)
             self._emit(report.findings)
+
+    def _judge_network_inputs(self, batch: Any) -> None:
+        """MSD304, held back by the data checks, judged once on the first batch a step hands over: a loop may
+        scale the batch between the dataset and the network (None: the step did not say; judged on the data)."""
+        check, self._input_check = self._input_check, None
+        if check is not None:
+            judged = self._guard("network-inputs", ("MSD304",), lambda: check.judge(batch))
+            self._emit(check.held if judged is None else judged)
 
     def _install(self, backbone: Any, optimizer: Any) -> None:
         from mindspore_doctor.probes.instrument import Instrumentation
@@ -297,6 +306,7 @@ class DoctorSession:
 
     def step_end(self, args: Any) -> None:
         self._emit(self.ranks.on_step_end(args))  # before any early return: a collective every N steps
+        self._judge_network_inputs(getattr(args, "train_dataset_element", None))
         signals = StepSignals(step=int(args.cur_step_num), epoch=int(args.cur_epoch_num))
         reads = self._guard("read-loss", ("MSD201", "MSD214"), lambda: self._loss_reader.record(args.net_outputs))
         if reads is None:
@@ -456,6 +466,7 @@ class DoctorSession:
             return
         self._ending = True
         self._guard("start-state", ("MSD205", "MSD215"), lambda: mark_trained(self._backbone, len(self.history.steps)))
+        self._judge_network_inputs(None)  # no step ran: the held data findings as the dataset showed them
         try:
             try:
                 if error is not None:
