@@ -15,6 +15,24 @@ from mindspore_doctor.findings import Finding
 
 
 @dataclass(frozen=True)
+class MaskedMean:
+    """The denominator counts the entries of a mask: the division is a masked mean."""
+
+    count: str
+    """The reduction as written (``mask.sum()``, ``self.mean(mask)``)."""
+    mask: str
+    """The mask as written at the reduction."""
+    evidence: str
+    """What makes it a mask, as written (``target != 0``, ``the argument `mask```)."""
+    axis: str | None = None
+    """The axis counted over when there is one count per row (an empty row gives 0/0); None: one count overall."""
+    labels: str | None = None
+    """The label argument the mask comes from (a batch can hold no valid label), else None."""
+    mean: bool = False
+    """The count is a mean (the fraction of valid entries): its guard is a small floor, not 1."""
+
+
+@dataclass(frozen=True)
 class DivisionSignal:
     owner: str
     """The cell path (or class name in source mode) whose construct divides."""
@@ -23,6 +41,8 @@ class DivisionSignal:
     reason: str
     location: dict[str, Any] = field(default_factory=dict)
     instances: int = 1
+    masked: MaskedMean | None = None
+    """Set when the denominator is a mask's count."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +63,9 @@ class OutputActivationSignal:
     unused: tuple[tuple[str, str], ...] = ()
     """(attribute, class) of the activations ``loss_cell`` defines and never applies (``("log_softmax",
     "LogSoftmax")``)."""
+    switched_off: tuple[tuple[str, str, str], ...] = ()
+    """(cell path, class, ``if`` test) of activation cells of the network called only under a test that is false
+    on this instance (``("net.log_softmax", "LogSoftmax", "self.use_log_softmax")``): training never applies them."""
 
 
 @dataclass(frozen=True)
@@ -65,10 +88,41 @@ class BroadcastSignal:
     location: dict[str, Any] = field(default_factory=dict)
 
 
+def _masked_mean_finding(s: DivisionSignal, m: MaskedMean) -> Finding:
+    """A masked mean. Counted over the whole batch, the count is 0 only when nothing in the batch is valid (an
+    empty batch, an empty training mask): the canonical masked mean, ``info`` with the guard to write. Counted
+    per row (an empty document) or from labels that may all be missing in a batch, 0/0 happens in real data:
+    the catalog's warning."""
+    guarded = f"ops.maximum({s.denominator}, {'1e-8' if m.mean else '1'})"
+    counted = f"{'mean' if m.mean else 'count'} of the mask `{m.mask}` ({m.evidence})"
+    if m.axis is not None:
+        severity, why = "warning", (f"taken per row (axis {m.axis}): a row with no valid entry (an all-padding "
+                                    "sequence, an empty document) gives 0/0 = NaN, which then spreads through the "
+                                    "gradients.")
+    elif m.labels is not None:
+        severity, why = "warning", (f"over the whole batch, computed from the labels `{m.labels}`: a batch in which "
+                                    "no label is valid (all missing or ignored) gives 0/0 = NaN, which then spreads "
+                                    "through the gradients.")
+    else:
+        severity, why = "info", ("over the whole batch: a masked mean, whose count is 0 only when nothing is valid at "
+                                 "all (an empty batch or mask). Worth a guard, not a bug.")
+    what = f"a {counted}" if severity == "info" else f"and {s.reason}: it is a {counted}"
+    return make_finding(
+        "MSD106",
+        f"`{s.owner}` divides by `{s.denominator}` in `{s.expression}`, {what} {why}",
+        location=s.location,
+        severity=severity,
+        evidence={"denominator": s.denominator, "why": s.reason, "instances": s.instances, "masked_mean": True,
+                  "mask": m.mask, "mask_evidence": m.evidence, "per_row_axis": m.axis, "label_argument": m.labels},
+        suggestion=f"Write `{guarded}` as the denominator (nothing valid then averages to 0 instead of NaN)"
+        + (", or drop empty rows in the data pipeline." if m.axis is not None else "."),
+    )
+
+
 def division_findings(signals: list[DivisionSignal], config: DoctorConfig) -> list[Finding]:
     """MSD106: a division whose denominator can be zero and carries no epsilon."""
     return [
-        make_finding(
+        _masked_mean_finding(s, s.masked) if s.masked is not None else make_finding(
             "MSD106",
             f"`{s.owner}` divides by `{s.denominator}` in `{s.expression}`, and {s.reason} with no epsilon: "
             "a zero denominator gives Inf/NaN that then spreads through the gradients.",
@@ -129,7 +183,10 @@ def loss_activation_findings(signal: OutputActivationSignal, config: DoctorConfi
     if problem is None:
         return []
     meant = [(attr, kind) for attr, kind in s.unused if kind in _MEANT_ACTIVATIONS.get(s.loss, ())]
+    off = [(path, kind, test) for path, kind, test in s.switched_off if kind in _MEANT_ACTIVATIONS.get(s.loss, ())]
     evidence = {"output_activation": s.activation, "loss": s.loss, "layer": s.layer}
+    if off:
+        evidence["switched_off"] = [{"cell": path, "type": kind, "condition": test} for path, kind, test in off]
     if s.loss_cell:
         evidence.update(loss_cell=s.loss_cell, call=s.call, applied_in_loss=s.in_loss,
                         unused_activations=[attr for attr, _ in meant])
@@ -137,10 +194,13 @@ def loss_activation_findings(signal: OutputActivationSignal, config: DoctorConfi
         make_finding(
             "MSD107",
             f"{_subject(s)} {problem[0]}"
-            + "".join(f" `{s.loss_cell}` defines `self.{attr}` ({kind}) but never applies it." for attr, kind in meant),
+            + "".join(f" `{s.loss_cell}` defines `self.{attr}` ({kind}) but never applies it." for attr, kind in meant)
+            + "".join(f" `{path}` ({kind}) is applied only when `{test}`, which is false on this network, so the "
+                      "training path skips it." for path, kind, test in off),
             location=s.location,
             evidence=evidence,
             suggestion=(f"Apply `self.{meant[0][0]}` in `{s.loss_cell}` before `{s.call}`, or: " if meant else "")
+            + (f"Set `{off[0][2]}` when training with `{s.loss}`, or: " if off and not meant else "")
             + problem[1],
         )
     ]

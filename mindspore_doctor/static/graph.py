@@ -9,6 +9,7 @@ MindSpore's own cells are trusted. MSD114 runs one forward pass on
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from typing import Any
 
@@ -17,6 +18,7 @@ from mindspore_doctor.findings import Finding
 from mindspore_doctor.rules.graph import (
     BroadcastSignal,
     DivisionSignal,
+    MaskedMean,
     OutputActivationSignal,
     UnusedMemberSignal,
     broadcast_findings,
@@ -39,6 +41,9 @@ from mindspore_doctor.static.ast_construct import (
     MODULE_NAMES,
     ClassSource,
     ConstructUnavailable,
+    Decide,
+    DivisionSite,
+    HeldMask,
     LocalValues,
     Resolver,
     attribute_uses,
@@ -46,10 +51,13 @@ from mindspore_doctor.static.ast_construct import (
     class_source,
     combines_arguments_elementwise,
     first_operand,
+    function_flow,
     init_references,
+    live_nodes,
     norm_name,
     output_discarded,
     prediction_uses,
+    reachable_methods,
     returned_values,
     self_attribute,
     unsafe_divisions,
@@ -60,28 +68,58 @@ from mindspore_doctor.static.context import LOSS_PATH, LintContext, SourceContex
 # --- MSD106 ----------------------------------------------------------------------------------
 
 
-def _division_signals(owner: str, source: ClassSource, resolve: Resolver, location: dict, instances: int = 1):
+def _division_signals(owner: str, sites: list[DivisionSite], source: ClassSource, location: dict,
+                      instances: int = 1) -> list[DivisionSignal]:
     return [
         DivisionSignal(owner, s.expression, s.denominator, s.reason, {**location, "file": source.file, "line": s.line},
-                       instances)
-        for s in unsafe_divisions(source, resolve)
+                       instances, MaskedMean(**dataclasses.asdict(s.mask)) if s.mask is not None else None)
+        for s in sites
     ]
+
+
+def _held_masks(cell: Any) -> HeldMask:
+    """``self.<attr>`` that holds a constant 0/1 (or bool) tensor, as a GCN holds its training-node mask:
+    "nonempty" when one entry is set (its count is never 0), "mask" when none is."""
+    import numpy as np
+
+    def judge(attr: str) -> str | None:
+        value = cell.__dict__.get(attr)
+        if value is None or not hasattr(value, "shape") or isinstance(value, (int, float, bool)):
+            return None
+        try:
+            array = np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value)
+        except Exception:  # noqa: BLE001 - a tensor that cannot be read on the host is simply not known
+            return None
+        if array.size == 0 or not (array.dtype == np.bool_ or np.isin(array, (0, 1)).all()):
+            return None
+        return "nonempty" if array.any() else "mask"
+
+    return judge
+
+
+def _instance_divisions(cell: Any, source: ClassSource, loss: bool) -> list[DivisionSite]:
+    return unsafe_divisions(source, object_resolver(cell), instance_truth(cell), _held_masks(cell), loss)
 
 
 def check_divisions(ctx: LintContext) -> list[Finding]:
     analysed, skips = user_classes(ctx.construct_cells, "unsafe-division", ("MSD106",))
-    signals = [
-        signal
-        for a in analysed
-        for signal in _division_signals(a.path or type(a.cell).__name__, a.source, object_resolver(a.cell),
-                                        {"cell": a.path}, len(a.instances))
-    ]
+    loss_paths = {LOSS_PATH, unwrap(ctx.network).loss_path or LOSS_PATH}
+    signals = []
+    for a in analysed:
+        sites: dict[tuple[int, str], DivisionSite] = {}
+        for path in a.instances:  # the branches each instance takes, the masks each holds
+            cell = ctx.construct_cells[path]
+            for site in _instance_divisions(cell, a.source, path in loss_paths):  # its 2nd argument: labels
+                sites.setdefault((site.line, site.expression), site)
+        ordered = sorted(sites.values(), key=lambda site: site.line)
+        signals += _division_signals(a.path or type(a.cell).__name__, ordered, a.source, {"cell": a.path},
+                                     len(a.instances))
     return division_findings(signals, ctx.config) + skips
 
 
 def check_divisions_source(ctx: SourceContext) -> list[Finding]:
     signals = [s for source, resolve in source_classes(ctx.tree, str(ctx.path))
-               for s in _division_signals(source.name, source, resolve, {})]
+               for s in _division_signals(source.name, unsafe_divisions(source, resolve), source, {})]
     return division_findings(signals, ctx.config)
 
 
@@ -266,8 +304,16 @@ def _output_activation(cell: Any, path: str, depth: int = 0) -> Activation:
         construct = class_source(type(cell)).construct
     except ConstructUnavailable:
         return "unknown", path
-    values = LocalValues(construct)
-    traced = [_traced(cell, path, expr, expr.lineno, values, depth) for expr in returned_values(construct)]
+    decide = instance_truth(cell)
+    live = live_nodes(construct, decide)  # the path this instance runs: branches on constant attributes folded
+    values = LocalValues(construct, live)
+    traced = [_traced(cell, path, expr, expr.lineno, values, depth, decide)
+              for expr in returned_values(construct) if expr in live]
+    return _agreed(traced, path)
+
+
+def _agreed(traced: list[Activation], path: str) -> Activation:
+    """One kind when every path agrees, else unknown."""
     return traced[0] if traced and len({kind for kind, _ in traced}) == 1 else ("unknown", path)
 
 
@@ -278,12 +324,18 @@ def _op_kind(op_name: str) -> str:
     return "logits" if op in _LINEAR_OPS else "transparent" if op in _TRANSPARENT_OPS else "unknown"
 
 
-def _traced(cell: Any, path: str, expr: Any, line: int, values: LocalValues, depth: int) -> Activation:
+def _traced(cell: Any, path: str, expr: Any, line: int, values: LocalValues, depth: int,
+            decide: Decide) -> Activation:
     if depth > 20:
         return "unknown", path
     if isinstance(expr, ast.Name):
         value = values.value_of(expr.id, line)
-        return _traced(cell, path, value, value.lineno, values, depth + 1) if value is not None else ("unknown", path)
+        return _traced(cell, path, value, value.lineno, values, depth + 1, decide) if value is not None \
+            else ("unknown", path)
+    if isinstance(expr, ast.IfExp):  # `self.log_softmax(x) if self.use_log_softmax else x`
+        truth = decide(expr.test)
+        branches = [b for b, keep in ((expr.body, truth is not False), (expr.orelse, truth is not True)) if keep]
+        return _agreed([_traced(cell, path, b, line, values, depth + 1, decide) for b in branches], path)
     if not isinstance(expr, ast.Call):
         return "unknown", path
     attr = self_attribute(expr.func)
@@ -299,7 +351,8 @@ def _traced(cell: Any, path: str, expr: Any, line: int, values: LocalValues, dep
         kind = _op_kind(callee_identifier(inner) or ""), f"{path}: {ast.unparse(expr)}" if path else ast.unparse(expr)
     if kind[0] == "transparent":
         operand = first_operand(expr)
-        return _traced(cell, path, operand, line, values, depth + 1) if operand is not None else ("unknown", path)
+        return _traced(cell, path, operand, line, values, depth + 1, decide) if operand is not None \
+            else ("unknown", path)
     return kind
 
 
@@ -312,13 +365,46 @@ def _library_name(loss: Any) -> str:
 
 def _unused_activations(loss: Any, source: ClassSource) -> tuple[tuple[str, str], ...]:
     """(attr, type) of the activation cells or primitives a loss defines and its construct never touches
-    (``self.log_softmax``): the activation the author may have meant to apply."""
+    (``self.log_softmax``), or touches only in branches this instance never takes: the activation the author
+    may have meant to apply."""
     uses = attribute_uses(source)
     if uses.dynamic:
         return ()
+    decide = instance_truth(loss)
+    live = {self_attribute(node) for func in reachable_methods(source) for node in live_nodes(func, decide)}
     held = {**loss.__dict__.get("_primitives", {}), **loss.__dict__.get("_cells", {})}
     return tuple((attr, library_kind(type(obj))) for attr, obj in held.items()
-                 if library_kind(type(obj)) in _ACTIVATION_CELLS and attr not in uses.names)
+                 if library_kind(type(obj)) in _ACTIVATION_CELLS and attr not in live)
+
+
+def _switched_off(cells: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """(path, type, test as written) of the activation cells a user cell calls only under an ``if`` test its
+    instance fails (``if self.use_log_softmax: x = self.log_softmax(x)`` with the flag off): the graph compiler
+    folds the branch away, so training never applies them."""
+    found = []
+    for path, cell in cells.items():
+        if is_library_object(cell):
+            continue
+        try:
+            construct = class_source(type(cell)).construct
+        except ConstructUnavailable:
+            continue
+        decide = instance_truth(cell)
+        live = live_nodes(construct, decide)
+        flow = function_flow(construct)
+        for attr, child in cell.__dict__.get("_cells", {}).items():
+            calls = [n for n in ast.walk(construct) if isinstance(n, ast.Call) and self_attribute(n.func) == attr]
+            if library_kind(type(child)) not in _ACTIVATION_CELLS or not calls or any(c in live for c in calls):
+                continue
+            node = calls[0]
+            while node in flow.parents and not (isinstance(flow.parents[node], (ast.If, ast.IfExp))
+                                                and flow.parents[node] in live and node is not flow.parents[node].test
+                                                and decide(flow.parents[node].test) is not None):
+                node = flow.parents[node]
+            test = flow.parents.get(node)
+            condition = ast.unparse(test.test) if isinstance(test, (ast.If, ast.IfExp)) else "its branch"
+            found.append((child_path(path, attr), library_kind(type(child)), condition))
+    return tuple(found)
 
 
 def _user_loss_signals(loss: Any, output: OutputActivationSignal, loss_path: str) -> list[OutputActivationSignal]:
@@ -330,9 +416,10 @@ def _user_loss_signals(loss: Any, output: OutputActivationSignal, loss_path: str
         return []
     unused = _unused_activations(loss, source)
     signals = []
-    for use in prediction_uses(source.construct, object_resolver(loss)):
+    for use in prediction_uses(source.construct, object_resolver(loss), instance_truth(loss)):
         location = {"cell": loss_path, "file": source.file, "line": use.line}
-        common = dict(loss=use.sink, location=location, loss_cell=type(loss).__name__, call=use.call, unused=unused)
+        common = dict(loss=use.sink, location=location, loss_cell=type(loss).__name__, call=use.call, unused=unused,
+                      switched_off=output.switched_off)
         if use.applied:
             op, text = use.applied[-1]
             signals.append(OutputActivationSignal(_ACTIVATION_OPS[op], text, in_loss=True, **common))
@@ -346,7 +433,8 @@ def check_loss_activation(ctx: LintContext) -> list[Finding]:
     if loss is None:
         raise CheckSkipped("no loss function (pass loss_fn=, or a WithLossCell as the network)")
     activation, layer = _output_activation(net, path)
-    output = OutputActivationSignal(activation, layer or type(net).__name__, _library_name(loss), {"cell": layer})
+    output = OutputActivationSignal(activation, layer or type(net).__name__, _library_name(loss), {"cell": layer},
+                                    switched_off=_switched_off(dict(net.cells_and_names(name_prefix=path))))
     signals = [output] if is_library_object(loss) else _user_loss_signals(loss, output, loss_path)
     found = (findings for signal in signals if (findings := loss_activation_findings(signal, ctx.config)))
     return next(found, [])  # one finding per loss: `ops.log(p)` and `ops.log(1 - p)` are one mistake

@@ -9,6 +9,9 @@ Source mode scans every constructor and call of the file with the same AST parse
 """
 from __future__ import annotations
 
+import ast
+import inspect
+from functools import lru_cache
 from typing import Any
 
 from mindspore_doctor.findings import Finding
@@ -30,13 +33,16 @@ from mindspore_doctor.static.ast_cells import (
 )
 from mindspore_doctor.static.ast_construct import (
     CallParser,
+    ConstructUnavailable,
     CallSite,
     batchnorm_call,
     bind_imports,
+    class_source,
     dropout_call,
     find_calls,
     fixed_statistics,
     reachable_methods,
+    self_attribute,
     softmax_call,
 )
 from mindspore_doctor.checks import Check
@@ -141,6 +147,85 @@ def check_batchnorm(ctx: LintContext) -> list[Finding]:
             owner = _batchnorm_owner(ctx, path)
             signals[owner] = BatchNormSignal(owner, *fixed, {"cell": owner})
     return batchnorm_findings(list(signals.values()), ctx.config)
+
+
+def _drop_rate(cell: Any) -> float:
+    """The fraction a Dropout layer drops in training: ``p`` (nn.Dropout, mint), ``prob`` (Dropout1d), or
+    ``1 - keep_prob`` (Dropout2d/3d, nn.Dropout's deprecated argument)."""
+    for name in ("p", "prob"):
+        value = getattr(cell, name, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    keep = getattr(cell, "keep_prob", None)
+    return round(1.0 - float(keep), 6) if isinstance(keep, (int, float)) else 0.0
+
+
+_RECURRENT_CELLS = frozenset({"LSTM", "GRU", "RNN"})
+_CONTAINERS = frozenset({"SequentialCell", "CellList", "CellDict"})
+
+
+@lru_cache(maxsize=256)
+def _library_reads_training(cls: type) -> bool:
+    """A MindSpore cell whose construct branches on ``self.training`` (MultiheadAttention's attention dropout)."""
+    try:
+        return "self.training" in inspect.getsource(cls.construct)
+    except (OSError, TypeError):
+        return False
+
+
+def _library_mode_effect(cell: Any) -> str | None:
+    """What changes between train and eval mode in one of MindSpore's cells, None when nothing does."""
+    kind = library_kind(type(cell))
+    if kind.startswith("BatchNorm") or kind == "SyncBatchNorm":
+        if fixed_statistics(lambda flag: getattr(cell, flag, None)) is not None:
+            return None  # batch or moving statistics whatever the mode (MSD105's static part judges that)
+        return f"{kind}: normalises with its moving statistics in eval mode, never updates them"
+    if kind.startswith("Dropout"):
+        rate = _drop_rate(cell)
+        return f"{kind} p={rate:g}: drops nothing in eval mode" if rate > 0 else None
+    if kind in _RECURRENT_CELLS:
+        dropout, layers = float(getattr(cell, "dropout", 0) or 0), int(getattr(cell, "num_layers", 1) or 1)
+        return f"{kind} dropout={dropout:g} between its {layers} layers: off in eval mode" \
+            if dropout > 0 and layers > 1 else None
+    if kind not in _CONTAINERS and _library_reads_training(type(cell)):
+        rate = getattr(cell, "dropout", getattr(cell, "p", None))
+        return None if rate == 0 else f"{kind}: its construct branches on self.training"
+    return None
+
+
+def _user_mode_effect(cell: Any) -> str | None:
+    """A user cell whose construct (or a method it reaches) reads ``self.training``."""
+    try:
+        source = class_source(type(cell))
+    except ConstructUnavailable:
+        return None
+    lines = sorted(node.lineno for func in reachable_methods(source) for node in ast.walk(func)
+                   if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                   and self_attribute(node) == "training")
+    return f"{type(cell).__name__}: its construct reads self.training (line {lines[0]})" if lines else None
+
+
+def mode_dependent_cells(network: Any) -> dict[str, str]:
+    """Cell path -> what changes when it runs in eval mode instead of train mode, for the cells where something
+    does: BatchNorm not fixed to one statistics source, Dropout with p > 0, stacked LSTM/GRU with dropout,
+    MindSpore cells and user cells whose construct reads ``self.training``. A network without any (an LSTM-CRF
+    tagger, a plain MLP) computes the same in both modes: training it in eval mode is harmless. The cells
+    inside a recurrent or BatchNorm layer are judged with it (an LSTM's ``dropout_op`` is its own)."""
+    found: dict[str, str] = {}
+    judged: list[str] = []
+    for path, cell in network.cells_and_names():
+        if any(path.startswith(f"{owner}.") for owner in judged):
+            continue
+        if is_library_object(cell):
+            effect = _library_mode_effect(cell)
+            kind = library_kind(type(cell))
+            if kind in _RECURRENT_CELLS or kind.startswith("BatchNorm"):
+                judged.append(path)
+        else:
+            effect = _user_mode_effect(cell)
+        if effect:
+            found[path] = effect
+    return found
 
 
 def check_batchnorm_source(ctx: SourceContext) -> list[Finding]:

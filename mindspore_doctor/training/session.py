@@ -289,8 +289,11 @@ class DoctorSession:
             self._skipped(training_rules.ACTIVATION_PROBE_CODES, f"activation cells not probed: {cells}.")
 
     def _check_train_mode(self, backbone: Any, step: int | None) -> None:
+        from mindspore_doctor.static.layers import mode_dependent_cells
+
         cells = [path or "<network>" for path, cell in backbone.cells_and_names() if not cell.training]
-        self._emit(training_rules.train_mode_off(cells, step), count=False)
+        effects = {path or "<network>": effect for path, effect in mode_dependent_cells(backbone).items()}
+        self._emit(training_rules.train_mode_off(cells, step, effects), count=False)
 
     # --- steps --------------------------------------------------------------------------------
 
