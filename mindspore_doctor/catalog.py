@@ -69,6 +69,10 @@ RULES: dict[str, Rule] = {
         Rule("MSD214", "loss-scale-overflow", _W, "loss-scale overflow on many steps"),
         Rule("MSD215", "unexpected-initial-loss", _W, "first loss far from ln(num_classes)"),
         Rule("MSD216", "activation-exploding", _W, "activations large and growing through the network"),
+        Rule("MSD217", "discriminator-overpowers-generator", _W, "a GAN's discriminator loss collapses to ~0 while "
+             "the generator's grows: the generator gets no useful signal"),
+        Rule("MSD218", "real-fake-range-mismatch", _W, "a GAN's real samples and the generator's output span different "
+             "ranges: the discriminator can tell them apart by range alone"),
         # MSD3xx: data
         Rule("MSD301", "nonfinite-input", _E, "NaN/Inf in inputs or labels"),
         Rule("MSD302", "class-imbalance", _W, "largest/smallest class count ratio too high"),

@@ -142,6 +142,14 @@ class DoctorConfig:
     """MSD204: median |loss change| in the window, as a fraction of the first loss, that counts as large."""
     persistent_probes: int = 2
     """MSD207/209/212/213: a probe signal must hold on this many consecutive probed steps."""
+    gan_collapse_fraction: float = 0.05
+    """MSD217: the discriminator's loss (median of its last ``loss_window`` steps) below this fraction of its first
+    window's median counts as collapsed (real + fake binary cross-entropy from ~1.39 to below ~0.07)."""
+    gan_generator_rise: float = 2.0
+    """MSD217: ... while the generator's loss ends at least this many times its first window's median."""
+    gan_range_outside: float = 0.25
+    """MSD218: fraction of the generator's output outside the real samples' range (widened by 5 % of it) that counts,
+    on each of the last ``persistent_probes`` probes; 0.1 where the generator's output layer cannot span the data."""
 
     # --- data (MSD3xx) ---------------------------------------------------------------
     data_max_samples: int = 2048

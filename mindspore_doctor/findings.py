@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any, Iterable
 
 REPORT_VERSION = 1
-_WHERE_KEYS = ("parameter_path", "parameter", "cell", "column", "optimizer", "check")
+_WHERE_KEYS = ("parameter_path", "parameter", "cell", "column", "optimizer", "check", "model")
 """Location keys that name *what* a finding is about, most specific first (``parameter_path``: the registration
 path of a parameter whose name differs from it)."""
 TOOL_NAME = "mindspore_doctor"

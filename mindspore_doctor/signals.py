@@ -112,6 +112,9 @@ class TrainingHistory:
     """Per learning-rate group: its schedule's largest rate, as ``peak_learning_rate`` is for the optimizer."""
     start: StartState | None = None
     """Where the first step started from (``static/start_state.py``); None: not measured."""
+    adversarial: bool = False
+    """The loss is one side of an adversarial game (a GAN's generator or discriminator, ``training/multi.py``): it
+    rises and swings by design, so the rules that expect a minimised loss (MSD202-205) do not judge it."""
 
     def append(self, s: StepSignals) -> None:
         self.steps.append(s)
@@ -133,6 +136,7 @@ class TrainingHistory:
             "lr_groups": dict(self.lr_groups),
             "group_peak_learning_rates": list(self.group_peak_learning_rates),
             "start": asdict(self.start) if self.start is not None else None,
+            "adversarial": self.adversarial,
             "steps": [s.to_dict() for s in self.steps],
         }
 
@@ -147,6 +151,7 @@ class TrainingHistory:
             lr_groups=dict(data.get("lr_groups", {})),
             group_peak_learning_rates=list(data.get("group_peak_learning_rates", [])),
             start=StartState(**data["start"]) if data.get("start") else None,
+            adversarial=bool(data.get("adversarial", False)),
         )
 
 
@@ -182,3 +187,64 @@ class EvalRecord:
     """The trivial predictor's eval score (majority class / label mean, fitted on the train labels when known)."""
     train_baseline: Metric | None = None
     """The trivial predictor's score on the train sample (what MSD402 compares the train metric with)."""
+
+
+QUANTILE_LEVELS = tuple(i / 20 for i in range(21))
+"""The levels at which ``ValueStats.quantiles`` are taken: 0, 5 %, ..., 100 %."""
+
+
+@dataclass
+class ValueStats:
+    """The distribution of the values one tensor stream holds (a batch of real images, a generator's output)."""
+
+    step: int
+    """The step it was measured at (0: before training)."""
+    quantiles: list[float]
+    """The values' quantiles at ``QUANTILE_LEVELS``: [0] is the minimum, [-1] the maximum."""
+    mean: float
+    std: float
+    count: int
+    """How many values were measured."""
+
+    @property
+    def low(self) -> float:
+        return self.quantiles[0]
+
+    @property
+    def high(self) -> float:
+        return self.quantiles[-1]
+
+    def fraction_outside(self, low: float, high: float) -> float:
+        """The fraction of the values below ``low`` or above ``high``, read from the quantiles (to 5 %)."""
+        below = _fraction_below(self.quantiles, low)
+        above = 1.0 - _fraction_below(self.quantiles, high, inclusive=True)
+        return below + above
+
+
+def _fraction_below(quantiles: list[float], value: float, inclusive: bool = False) -> float:
+    """Fraction of a distribution below ``value`` (at or below with ``inclusive``), by its quantile levels."""
+    levels = [level for level, q in zip(QUANTILE_LEVELS, quantiles) if (q <= value if inclusive else q < value)]
+    return levels[-1] if levels else 0.0
+
+
+@dataclass
+class AdversarialSignals:
+    """What the GAN rules (MSD217, MSD218) read: the two players' losses, and what the discriminator is shown."""
+
+    generator: str
+    """The generator's model name in the watch, for the findings."""
+    discriminator: str
+    generator_losses: list[tuple[int, float]] = field(default_factory=list)
+    """(step, loss) of each generator step."""
+    discriminator_losses: list[tuple[int, float]] = field(default_factory=list)
+    real: ValueStats | None = None
+    """The real samples the discriminator is shown (the batch passed to ``run.step``, or the dataset's)."""
+    generated: list[ValueStats] = field(default_factory=list)
+    """The generator's output at each probed generator step."""
+    output_activation: str | None = None
+    """The kind of the generator's last activation when its output is that activation's ("tanh", "sigmoid")."""
+    generator_grad_norms: list[tuple[int, float]] = field(default_factory=list)
+    """(step, global gradient norm) of the generator at its probed steps."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

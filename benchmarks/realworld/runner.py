@@ -40,8 +40,16 @@ def _peak_rss_mb() -> float:
 
 
 def _lint(module: Any) -> tuple[list[dict[str, Any]], float]:
+    """``lint`` on the recipe's network, or on each of ``module.lint_targets()`` (a program training several models
+    in its own loop, a GAN: ``[(network, loss_fn, optimizer, sample_inputs), ...]``)."""
     from mindspore_doctor import lint
 
+    if hasattr(module, "lint_targets"):
+        started, rows = time.perf_counter(), []
+        for network, loss_fn, optimizer, sample in module.lint_targets():
+            report = lint(network, loss_fn=loss_fn, optimizer=optimizer, sample_inputs=sample)
+            rows += [fault_runner.finding_row(f, "lint") for f in report.findings]
+        return rows, time.perf_counter() - started
     setup = module.recipe()
     sample = module.DATA.sample_inputs() if hasattr(module, "DATA") else module.sample_inputs()
     started = time.perf_counter()
@@ -100,7 +108,7 @@ def run(name: str, paired_steps: int, block: int) -> dict[str, Any]:
     result["rss_mb"]["plain"] = _peak_rss_mb()
 
     fault_runner.seed_all(fault.mode)
-    eval_ds = module.DATA.eval_dataset()
+    eval_ds = module.DATA.eval_dataset() if hasattr(module, "DATA") else None
     options = {**fault.options, **({"eval_dataset": eval_ds} if eval_ds is not None else {})}
     doctor = Doctor(**options)
     try:
@@ -121,7 +129,7 @@ def run(name: str, paired_steps: int, block: int) -> dict[str, Any]:
             again = fault_runner.final_weights(outcome.network)
         result["doctor"]["weights_identical"] = fault_runner.doctor_left_weights_alone(
             fault.deterministic, plain_weights, doctored, again)
-    if paired_steps:
+    if paired_steps and hasattr(module, "recipe"):  # the paired timing drives a Model; a several-model loop has none
         fault_runner.seed_all(fault.mode)
         try:
             result["paired"] = _paired(module, paired_steps, block)

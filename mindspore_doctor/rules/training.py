@@ -115,9 +115,20 @@ def _smoothed_losses(history: TrainingHistory, config: DoctorConfig) -> tuple[li
     return steps, smooth, noise, min_rise
 
 
+def _minimised_loss(rule: TrainingRule) -> TrainingRule:
+    """A rule that expects the loss to be minimised: silent on an adversarial loss (``TrainingHistory.adversarial``).
+    A GAN's generator and discriminator are each trained against the other, so each loss rises whenever the other
+    player improves, and swings or plateaus in a healthy game; ``rules/adversarial.py`` judges what goes wrong there."""
+    @functools.wraps(rule)
+    def judge(history: TrainingHistory, config: DoctorConfig, *args: Any, **kwargs: Any) -> list[Finding]:
+        return [] if history.adversarial else rule(history, config, *args, **kwargs)
+    return judge
+
+
 _DIVERGING_FIX = "Lower the learning rate (try 10x smaller), add a warm-up, or clip gradients."
 
 
+@_minimised_loss
 def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     """Loss >= diverge_factor x its running minimum for a window, or a steady rise above that minimum.
 
@@ -168,6 +179,7 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
     return []
 
 
+@_minimised_loss
 def loss_still_diverged(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     """MSD202 now: the loss has not come back, i.e. its whole last window stays ``min_rise`` above the best loss
     before it. A high plateau after a divergence stays open; a warm-up spike the loss recovered from does not."""
@@ -184,6 +196,7 @@ def loss_still_diverged(history: TrainingHistory, config: DoctorConfig) -> list[
                          suggestion=_DIVERGING_FIX)]
 
 
+@_minimised_loss
 def loss_not_decreasing(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     """The loss stays within ``min_improvement`` of its first window over each of the last ``plateau_windows``
     windows: one window without progress is a healthy net still on its initial plateau, not a stuck one."""
@@ -213,6 +226,7 @@ def loss_not_decreasing(history: TrainingHistory, config: DoctorConfig) -> list[
     ]
 
 
+@_minimised_loss
 def loss_oscillating(history: TrainingHistory, config: DoctorConfig, latest: bool = False) -> list[Finding]:
     """Sign-alternating loss swings over a window; ``latest``: judge the last window only (is it still so)."""
     losses = _finite_losses(history)
@@ -254,6 +268,7 @@ def _start_evidence(history: TrainingHistory) -> dict[str, Any]:
     return {"fresh_start": start.fresh, "start_state": start.reason}
 
 
+@_minimised_loss
 def loss_suspiciously_low(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     """A loss near zero in the first steps of a fresh network; a resumed one may have learned it already."""
     if _trained_start(history):

@@ -11,6 +11,7 @@ The callback hooks only translate ``Model.train``'s run context for ``DoctorSess
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Report
 from mindspore_doctor.signals import TrainingHistory
 from mindspore_doctor.training.loop import TrainingRun, watch
+from mindspore_doctor.training.multi import MultiModelRun
 from mindspore_doctor.training.session import DoctorSession
 
 
@@ -62,13 +64,28 @@ class Doctor(Callback):
         return self.session.history
 
     @property
+    def histories(self) -> dict[str, TrainingHistory]:
+        """Each model's signals, by name, after ``watch({name: ...})``; ``{"": history}`` for one model."""
+        return getattr(self.session, "histories", None) or {"": self.session.history}
+
+    @property
     def merged_report(self) -> Report | None:
         """Under msrun, on rank 0: every rank's findings (``location["ranks"]``)."""
         return self.session.merged_report
 
     def watch(self, network: Any, optimizer: Any = None, *, loss_fn: Any = None, train_dataset: Any = None,
-              epochs: int | None = None) -> TrainingRun:
-        """The Doctor for a hand-written training loop; see ``mindspore_doctor.training.loop.watch``."""
+              epochs: int | None = None, adversarial: bool | None = None) -> TrainingRun | MultiModelRun:
+        """The Doctor for a hand-written training loop; see ``mindspore_doctor.training.loop.watch``.
+
+        Several models, each with its optimizer (a GAN): ``network`` is ``{name: (network, optimizer), ...}`` and
+        ``run.step({name: loss, ...})``; see ``mindspore_doctor.training.multi`` (``adversarial``: None tells a GAN by
+        its models' names, True/False declares it)."""
+        if isinstance(network, Mapping):
+            if optimizer is not None:
+                raise TypeError("doctor.watch({name: (network, optimizer), ...}) takes each optimizer in the mapping")
+            self.session = MultiModelRun(dataclasses.replace(self._config), network, loss_fn=loss_fn,
+                                         train_dataset=train_dataset, epochs=epochs, adversarial=adversarial)
+            return self.session
         return watch(self._fresh_session(), network, optimizer, loss_fn=loss_fn, train_dataset=train_dataset, epochs=epochs)
 
     # --- Model.train's hooks ------------------------------------------------------------------
