@@ -332,3 +332,21 @@ def test_a_loop_that_scales_but_forgets_to_center_is_judged_on_its_batch():
 def test_a_loop_that_does_not_pass_the_batch_is_told_how():
     (finding,) = train_in_a_loop(lambda x: x / 127.5 - 1, pass_batch=False)
     assert finding.severity.value == "warning" and "run.step(loss, *batch)" in finding.suggestion
+
+
+def test_a_whole_graph_in_one_element_is_not_one_sample():
+    """GCN training: the dataset yields the graph once (adjacency, node features); its nodes are the samples."""
+    r = np.random.default_rng(11)
+    adjacency = (r.random((1, 200, 200)) < 0.02).astype(np.float32)
+    features = r.random((1, 200, 30)).astype(np.float32)
+
+    class GCN(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.first, self.second = nn.Dense(30, 64, has_bias=False), nn.Dense(64, 7, has_bias=False)
+
+        def construct(self, adj, feature):
+            return ops.matmul(adj, self.second(ops.relu(ops.matmul(adj, self.first(feature)))))
+
+    report = check_data(ds.NumpySlicesDataset({"adj": adjacency, "feature": features}, shuffle=False), network=GCN())
+    assert not warnings_of(report, "MSD307"), str(report)

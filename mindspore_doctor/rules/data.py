@@ -352,6 +352,10 @@ def too_few_samples(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     """
     if s.train.total_samples is None:
         raise CheckSkipped("the training set's size is unknown (a generator without __len__ that was not read to the end)")
+    if s.train.total_samples == 1:
+        # a whole graph (its nodes are the samples, their labels often outside the pipeline) or a full batch
+        raise CheckSkipped("the training set is one element (a whole graph or one full batch): its samples cannot be "
+                           "counted from the pipeline")
     total = s.train.total_samples * s.train.shards  # the model sees every shard, one per rank
     found = []
     params = s.network.trainable_params
