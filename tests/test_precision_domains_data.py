@@ -350,3 +350,15 @@ def test_a_whole_graph_in_one_element_is_not_one_sample():
 
     report = check_data(ds.NumpySlicesDataset({"adj": adjacency, "feature": features}, shuffle=False), network=GCN())
     assert not warnings_of(report, "MSD307"), str(report)
+
+
+@pytest.mark.parametrize("outputs", [1, 2])
+def test_a_rare_click_rate_learned_as_a_probability_is_a_base_rate(outputs):
+    """CTR: ~8 % clicks, one sigmoid output (info); the same labels under a 2-class argmax classifier (warning)."""
+    r = np.random.default_rng(12)
+    x = r.normal(size=(2000, 10)).astype(np.float32)
+    clicks = (r.random(2000) < 0.08).astype(np.float32 if outputs == 1 else np.int32)
+    labels = clicks[:, None] if outputs == 1 else clicks
+    (finding,) = check_data(ds.NumpySlicesDataset({"x": x, "label": labels}).batch(100),
+                            network=nn.Dense(10, outputs)).by_code("MSD302")
+    assert finding.severity.value == ("info" if outputs == 1 else "warning"), finding.message

@@ -139,7 +139,12 @@ def data_not_shuffled(s: DataSignals, config: DoctorConfig) -> list[Finding]:
 
 
 def class_imbalance(s: DataSignals, config: DoctorConfig) -> list[Finding]:
-    """MSD302: largest / smallest class count in the training sample above ``imbalance_ratio``."""
+    """MSD302: largest / smallest class count in the training sample above ``imbalance_ratio``.
+
+    A binary target learned by a single output (a probability: click-through, risk) is ``info``: its
+    imbalance is the base rate the model must learn, and re-weighting it would bias the predicted probability;
+    a classifier deciding by argmax over class scores ignores the rare class, a warning.
+    """
     ids = _class_ids(s.train.label)
     if ids is None or ids.size < MIN_ORDER_SAMPLES or _order_problem(s.train, s.network.num_outputs, config):
         return []  # an unshuffled stream's first samples say nothing about class frequencies
@@ -150,13 +155,20 @@ def class_imbalance(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     if ratio <= config.imbalance_ratio:
         return []
     big, small = int(classes[counts.argmax()]), int(classes[counts.argmin()])
+    probability = classes.size == 2 and s.network.num_outputs == 1
     return [make_finding(
         "MSD302",
         f"Classes of `{s.train.label.column}` are imbalanced: class {big} has {int(counts.max())} samples and class {small} only "
-        f"{int(counts.min())} in the {ids.size} sampled (ratio {ratio:.1f} > {_g(config.imbalance_ratio)}).",
+        f"{int(counts.min())} in the {ids.size} sampled (ratio {ratio:.1f} > {_g(config.imbalance_ratio)})."
+        + (f" The network predicts it with one output, a probability: a base rate of {counts.min() / ids.size:.1%} "
+           "is what it learns, not a defect." if probability else ""),
+        severity="info" if probability else None,
         location=_where(s.train, s.train.label.column),
-        evidence={"counts": dict(zip(classes.tolist(), counts.tolist())), "ratio": float(ratio)},
-        suggestion="Re-balance: class weights in the loss, a WeightedRandomSampler, or over/under-sampling; "
+        evidence={"counts": dict(zip(classes.tolist(), counts.tolist())), "ratio": float(ratio),
+                  "single_output": bool(probability)},
+        suggestion="Judge a rare-event probability with AUC / log-loss / precision-recall, not accuracy; re-weight "
+        "only to make decisions at a threshold, and then re-calibrate." if probability else
+        "Re-balance: class weights in the loss, a WeightedRandomSampler, or over/under-sampling; "
         "judge the model with per-class metrics, not accuracy alone.",
     )]
 
