@@ -389,3 +389,9 @@ def test_a_dropout_left_in_eval_mode_is_named():
     net.set_train(False)
     [finding] = _loop_without_set_train(net)
     assert finding.location == {"cell": "dropout"} and "Dropout p=0.3: drops nothing in eval mode" in finding.message
+
+
+def test_a_dropout1d_rate_is_read_from_its_prob():
+    """``nn.Dropout1d`` keeps its rate as ``prob``: read as 0.5 (the ``keep_prob`` default) it hid p=0.9 from MSD104."""
+    [finding] = _only(lint(nn.SequentialCell(nn.Dense(4, 4), nn.Dropout1d(0.9))), "MSD104")
+    assert finding.evidence["drop_rate"] == 0.9 and not finding.evidence["via_keep_prob"]

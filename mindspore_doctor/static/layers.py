@@ -104,12 +104,22 @@ def _library_cells(ctx: LintContext, *type_names: str) -> list[tuple[str, Any]]:
 _DROPOUT_CELLS = ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d")
 
 
+def _drop_rate(cell: Any) -> float:
+    """The fraction a Dropout layer drops in training: ``p`` (nn.Dropout, mint), ``prob`` (Dropout1d), or
+    ``1 - keep_prob`` (Dropout2d/3d, nn.Dropout's deprecated argument)."""
+    for name in ("p", "prob"):
+        value = getattr(cell, name, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    keep = getattr(cell, "keep_prob", None)
+    return round(1.0 - float(keep), 6) if isinstance(keep, (int, float)) else 0.0
+
+
 def _dropout_layer_signal(path: str, cell: Any) -> DropoutSignal:
-    p = getattr(cell, "p", None)
-    if p is not None:
-        return DropoutSignal(path, float(p), False, {"cell": path})
-    keep = float(getattr(cell, "keep_prob", 0.5))
-    return DropoutSignal(path, round(1.0 - keep, 6), type(cell).__name__ == "Dropout", {"cell": path})
+    """``keep_prob`` counts as the user's spelling only on ``nn.Dropout`` built without ``p`` (Dropout2d/3d keep
+    it internally as ``1 - p``)."""
+    via_keep_prob = getattr(cell, "p", None) is None and type(cell).__name__ == "Dropout"
+    return DropoutSignal(path, _drop_rate(cell), via_keep_prob, {"cell": path})
 
 
 def _dropout_signals(sites: list[Site]) -> list[DropoutSignal]:
@@ -147,17 +157,6 @@ def check_batchnorm(ctx: LintContext) -> list[Finding]:
             owner = _batchnorm_owner(ctx, path)
             signals[owner] = BatchNormSignal(owner, *fixed, {"cell": owner})
     return batchnorm_findings(list(signals.values()), ctx.config)
-
-
-def _drop_rate(cell: Any) -> float:
-    """The fraction a Dropout layer drops in training: ``p`` (nn.Dropout, mint), ``prob`` (Dropout1d), or
-    ``1 - keep_prob`` (Dropout2d/3d, nn.Dropout's deprecated argument)."""
-    for name in ("p", "prob"):
-        value = getattr(cell, name, None)
-        if isinstance(value, (int, float)):
-            return float(value)
-    keep = getattr(cell, "keep_prob", None)
-    return round(1.0 - float(keep), 6) if isinstance(keep, (int, float)) else 0.0
 
 
 _RECURRENT_CELLS = frozenset({"LSTM", "GRU", "RNN"})
