@@ -323,3 +323,64 @@ class RelativeBias(nn.Cell):
 
 def test_a_bias_table_picked_by_a_held_index_is_not_an_embedding():
     assert not only(lint(RelativeBias(), select=["MSD108", "MSD109"]), "MSD108")
+
+
+class PenaltyLoss(nn.Cell):
+    """The GCN model zoo's pattern: the loss keeps the first layer's weight for an L2 penalty."""
+
+    def __init__(self, weight):
+        super().__init__()
+        self.param = weight
+        self.l2 = ops.L2Loss()
+        self.ce = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+
+    def construct(self, logits, label):
+        return self.ce(logits, label) + 5e-4 * self.l2(self.param)
+
+
+class ModelWithPenalty(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(8, 8)
+        self.head = nn.Dense(8, 3)
+        self.loss = PenaltyLoss(self.fc.weight)
+
+    def construct(self, x, label):
+        return self.loss(self.head(ops.relu(self.fc(x))), label)
+
+
+def test_a_loss_reading_a_weight_for_a_penalty_is_not_sharing():
+    assert not only(lint(ModelWithPenalty(), select=["MSD101"]), "MSD101")
+
+
+class HandWrittenTrainStep(nn.Cell):
+    """The model zoo's own train cell: the loss network, its optimizer, a grad call."""
+
+    def __init__(self, loss_net, optimizer):
+        super().__init__(auto_prefix=False)
+        self.network = loss_net
+        self.optimizer = optimizer
+        self.weights = optimizer.parameters
+        self.grad = ops.GradOperation(get_by_list=True)
+
+    def construct(self, x, label):
+        loss = self.network(x, label)
+        return ops.depend(loss, self.optimizer(self.grad(self.network, self.weights)(x, label)))
+
+
+class TrainAndMeasure(nn.Cell):
+    """The GCN model zoo's TrainNetWrapper: one step through the train cell, then the model again for accuracy."""
+
+    def __init__(self):
+        super().__init__(auto_prefix=False)
+        self.network = nn.SequentialCell(nn.Dense(8, 8), nn.ReLU(), nn.Dense(8, 3))
+        loss_net = nn.WithLossCell(self.network, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
+        self.train_step = HandWrittenTrainStep(loss_net, nn.Adam(loss_net.trainable_params(), 1e-3))
+
+    def construct(self, x, label):
+        loss = self.train_step(x, label)
+        return loss, self.network(x).argmax(-1)
+
+
+def test_a_model_reached_through_a_hand_written_train_cell_and_directly_is_not_sharing():
+    assert not only(lint(TrainAndMeasure(), select=["MSD101", "MSD102", "MSD103"]), "MSD101")

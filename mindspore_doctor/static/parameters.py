@@ -56,12 +56,13 @@ def _class_names(obj: Any) -> list[str]:
 
 
 def _is_wrapper(cell: Any) -> bool:
-    """Train/loss/AMP wrappers: they alias the network, they are not part of the model."""
+    """Train/loss/AMP wrappers: they alias the network, they are not part of the model. A user cell holding an
+    optimizer is a hand-written train step (the model zoo's ``TrainOneStepCell`` copies): a wrapper too."""
     from mindspore import nn
 
     return isinstance(cell, (nn.Optimizer, nn.WithLossCell, nn.WithEvalCell, nn.WithGradCell, nn.TrainOneStepCell)) or (
         type(cell).__module__.startswith(_WRAPPER_MODULES)
-    )
+    ) or any(child is not None and _is_optimizer(child) for child in cell._cells.values())
 
 
 def _is_optimizer(cell: Any) -> bool:
@@ -457,6 +458,24 @@ def _settings(cell: Any) -> tuple:
     return type(cell), values, children
 
 
+def _fewest_wrappers(paths: dict[tuple[str, ...], str]) -> set[str]:
+    """Of a Parameter's registration paths (alias -> path), those crossing the fewest wrapper segments. A model
+    reached both directly and through a train cell wrapping it (a hand-written train step, and the model called
+    again for accuracy: the GCN model zoo's ``TrainNetWrapper``) is one model seen twice, not a shared weight."""
+    crossed = {path: len(path.split(".") if path else ()) - len(alias) for alias, path in paths.items()}
+    fewest = min(crossed.values())
+    return {path for path, count in crossed.items() if count == fewest}
+
+
+def _computing_holders(owners: list[tuple[Any, list[str]]]) -> list[tuple[Any, list[str]]]:
+    """The (cell, paths) holding a Parameter that compute with it. A loss cell that also holds a model weight reads
+    it for a penalty (the GCN model zoo's ``Loss`` keeps the first layer's weight as ``self.param`` for an L2 term):
+    not a second use of the weight. It counts only when no other cell holds the Parameter."""
+    computing = [(cell, paths) for cell, paths in owners
+                 if not ("LossBase" in _class_names(cell) or type(cell).__name__.endswith("Loss"))]
+    return computing or owners
+
+
 def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
     held_ids = None if held is None else {id(p) for p in held}
     held_names = {p.name for p in held or ()}
@@ -488,8 +507,10 @@ def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
         shape = tuple(int(d) for d in param.shape)
         role = _role(cell, entry["param_key"], param)
         fan_in, fan_out = _fans(cell, shape) if role == rules.WEIGHT else (None, None)
-        paths = tuple(entry["paths"].values())
-        owners = list(entry["owners"].values())
+        direct = _fewest_wrappers(entry["paths"])
+        owners = _computing_holders([(owner, [p for p in held if p in direct])
+                                     for owner, held in entry["owners"].values() if direct.intersection(held)])
+        paths = tuple(path for path in entry["paths"].values() if any(path in held for _, held in owners))
         signals.append(
             ParamSignal(
                 name=param.name,
