@@ -125,11 +125,11 @@ def small_gan():
     return generator, discriminator
 
 
-def train(real, epochs, **options):
+def train(real, epochs, names=("generator", "discriminator"), **options):
     from benchmarks.realworld import gan
 
     doctor = Doctor(print_summary=False, mindinsight=False, html_report=False, **options)
-    outcome = gan.train_gan(*small_gan(), real, epochs, [doctor], latent=8)
+    outcome = gan.train_gan(*small_gan(), real, epochs, [doctor], latent=8, names=names)
     return doctor, outcome
 
 
@@ -178,3 +178,24 @@ def test_the_single_model_watch_is_unchanged():
     net = nn.Dense(4, 2)
     run = Doctor(print_summary=False).watch(net, nn.SGD(net.trainable_params(), 0.1))
     assert isinstance(run, TrainingRun)
+
+
+def test_losses_moving_against_each_other_are_told_from_losses_falling_side_by_side():
+    from mindspore_doctor.training.multi import OPPOSED_CORRELATION, opposed
+
+    r = np.random.default_rng(0)
+    swing = r.standard_normal(100)  # each batch: one player's gain is the other's loss
+    game_r = opposed(list(1.3 - 0.1 * swing), list(0.7 + 0.1 * swing + 0.02 * r.standard_normal(100)), 40)
+    trend = np.linspace(2.0, 0.5, 100)  # two models learning side by side, each with its own batch noise
+    side_r = opposed(list(trend + 0.05 * r.standard_normal(100)), list(trend + 0.05 * r.standard_normal(100)), 40)
+    assert game_r <= OPPOSED_CORRELATION < side_r
+    assert opposed([1.0] * 10, [2.0] * 10, 40) is None
+
+
+def test_a_gan_under_other_names_is_told_adversarial_from_its_losses():
+    from benchmarks.realworld import gan
+
+    doctor, _ = train(gan.digits(), epochs=3, names=("decoder", "critic_net"), probe_every=20)
+    assert doctor.report.meta["adversarial_detected"]["loss_change_correlation"] <= -0.3
+    assert all(h.adversarial for h in doctor.histories.values())
+    assert not {f.code for f in doctor.report.at_least("warning")} & LOSS_TREND

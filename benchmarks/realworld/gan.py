@@ -42,9 +42,11 @@ class Players(nn.Cell):
 
 def train_gan(generator: nn.Cell, discriminator: nn.Cell, real: np.ndarray, epochs: int, callbacks: Iterable[Any],
               latent: int = 16, batch: int = 64, lr_g: float = 2e-4, lr_d: float = 2e-4,
-              d_loss_fn: Callable[[Any, Any], Any] | None = None) -> kit.Outcome:
+              d_loss_fn: Callable[[Any, Any], Any] | None = None,
+              names: tuple[str, str] = ("generator", "discriminator")) -> kit.Outcome:
     """The tutorial's loop on ``real``; ``Outcome.losses`` are the discriminator's, ``extra`` has the generator's
-    losses and what ``learns`` judges (the discriminator's accuracy, generated and real statistics)."""
+    losses and what ``learns`` judges (the discriminator's accuracy, generated and real statistics). ``names``: the
+    generator's and the discriminator's names in the Doctor's watch."""
     from mindspore_doctor import Doctor
 
     generator.update_parameters_name("generator.")  # as the tutorials do: one graph holds both networks' weights
@@ -89,7 +91,8 @@ def train_gan(generator: nn.Cell, discriminator: nn.Cell, real: np.ndarray, epoc
     start = _generated(generator, probe_noise)
     d_losses: list[float] = []
     g_losses: list[float] = []
-    watching = doctor.watch({"generator": (generator, opt_g), "discriminator": (discriminator, opt_d)},
+    g_name, d_name = names
+    watching = doctor.watch({g_name: (generator, opt_g), d_name: (discriminator, opt_d)},
                             loss_fn=loss_fn, train_dataset=dataset, epochs=epochs) if doctor \
         else contextlib.nullcontext()
     with watching as run:
@@ -102,7 +105,7 @@ def train_gan(generator: nn.Cell, discriminator: nn.Cell, real: np.ndarray, epoc
                     hook.on_train_step_begin(None)
                 loss_d, loss_g = train_step(data, noise)
                 if run is not None:
-                    run.step({"discriminator": loss_d, "generator": loss_g}, data)
+                    run.step({d_name: loss_d, g_name: loss_g}, data)
                 for hook in hooks:
                     hook.on_train_step_end(None)
                 d_losses.append(float(loss_d.asnumpy()))

@@ -62,6 +62,22 @@ def role(name: str) -> str | None:
     return next((r for r, names in _ROLES.items() if key in names), None)
 
 
+OPPOSED_CORRELATION = -0.3
+"""Two losses whose step-to-step changes correlate at or below this move against each other (one player's gain is
+the other's loss): an adversarial pair even under names that do not say so."""
+
+
+def opposed(a: list[float], b: list[float], min_steps: int) -> float | None:
+    """The correlation of two step-aligned loss series' changes, when both have ``min_steps`` finite values; None
+    otherwise. Changes, not levels: two losses that both fall (two models learning side by side) correlate in level
+    and not in their batch-to-batch changes; a GAN's move against each other on every batch."""
+    n = min(len(a), len(b))
+    x, y = np.diff(np.asarray(a[-n:], np.float64)), np.diff(np.asarray(b[-n:], np.float64))
+    if n < min_steps or not (np.isfinite(x).all() and np.isfinite(y).all()) or x.std() == 0 or y.std() == 0:
+        return None
+    return float(np.corrcoef(x, y)[0, 1])
+
+
 def value_stats(values: np.ndarray, step: int) -> ValueStats | None:
     """The distribution of an array's finite values (None when it has none)."""
     flat = np.asarray(values, dtype=np.float64).reshape(-1)
@@ -121,6 +137,7 @@ class _Model:
     run: TrainingRun
     session: DoctorSession
     network: Any
+    optimizer: Any
 
 
 class MultiModelRun:
@@ -138,6 +155,8 @@ class MultiModelRun:
         self._roles = {role(name): name for name in models if role(name)}
         gan = "generator" in self._roles and "discriminator" in self._roles
         self.adversarial = gan if adversarial is None else bool(adversarial)
+        # Undeclared, two models with separate parameters: told from their losses (``opposed``) at each epoch end.
+        self._detect = adversarial is None and not gan and len(models) == 2
         self._gan = gan and self.adversarial
         self._models: dict[str, _Model] = {}
         for name, spec in models.items():
@@ -146,7 +165,8 @@ class MultiModelRun:
             dataset = None if self._gan and self._roles["generator"] == name else train_dataset
             session = DoctorSession(_model_config(config, name))
             run = watch(session, network, optimizer, loss_fn=own_loss or loss_fn, train_dataset=dataset, epochs=epochs)
-            self._models[name] = _Model(name, run, session, run._backbone)  # pylint: disable=protected-access
+            self._models[name] = _Model(name, run, session, run._backbone,  # pylint: disable=protected-access
+                                        run._state.optimizer)  # pylint: disable=protected-access
         self._train_dataset = train_dataset
         self._report = Report(meta={"target": "+".join(models), "models": {}, "adversarial": self.adversarial})
         self._found: list[Finding] = []  # the run's own findings (GAN rules, skipped checks)
@@ -245,6 +265,8 @@ class MultiModelRun:
 
     def epoch_end(self) -> None:
         """At the end of each epoch (optional): each model's evaluation, summaries and report; the GAN rules."""
+        if self._detect:
+            self._guard("adversarial-losses", self._detect_adversarial)
         for model in self._models.values():
             model.run.epoch_end()
         if self._gan:
@@ -263,6 +285,8 @@ class MultiModelRun:
         try:
             if self._gan and error is None and self._generator_output is not None:
                 self._guard("generator-output", lambda: self._read_generator(self._generator_steps))
+            if self._detect:
+                self._guard("adversarial-losses", self._detect_adversarial)
             if self._generator_output is not None:
                 output, self._generator_output = self._generator_output, None
                 self._guard("restore", output.restore)
@@ -276,6 +300,27 @@ class MultiModelRun:
             self._guard("write-report", self._write_report)
         finally:
             self._release_sigterm()
+
+    def _detect_adversarial(self) -> None:
+        """Two models whose losses move against each other are judged as adversarial from now on: their loss-trend
+        findings logged so far are re-judged at the end (the finding lifecycle) and end as resolved."""
+        first, second = self._models.values()
+        mine = {id(p) for p in getattr(first.optimizer, "parameters", ())}
+        if any(id(p) in mine for p in getattr(second.optimizer, "parameters", ())):
+            self._detect = False  # shared parameters: not two players
+            return
+        losses = [[v for _, v in m.session.history.losses] for m in (first, second)]
+        r = opposed(*losses, min_steps=2 * self.config.loss_window)
+        if r is None or r > OPPOSED_CORRELATION:
+            return
+        self._detect, self.adversarial = False, True
+        self._report.meta["adversarial"] = True
+        self._report.meta["adversarial_detected"] = {"loss_change_correlation": r}
+        for model in self._models.values():
+            model.session.history.adversarial = True
+        logger.warning("mindspore_doctor: the losses of `%s` and `%s` move against each other (correlation of their "
+                       "changes %.2f): judged as adversarial from now on (MSD202-205 off); name the models "
+                       "'generator' and 'discriminator' for the GAN checks", first.name, second.name, r)
 
     # --- the GAN ---------------------------------------------------------------------------------
 
