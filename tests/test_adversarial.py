@@ -156,6 +156,22 @@ def test_unit_range_images_for_a_tanh_generator_are_reported_at_the_first_step()
     assert found.step == 1 and found.severity.value == "warning" and found.location["model"] == "discriminator"
 
 
+def test_a_label_column_in_a_gans_dataset_is_not_the_discriminators_target():
+    """MNIST or an image folder keeps its label column (digits 0-9): the discriminator predicts real/fake (1 logit),
+    not those labels: no MSD306 "labels outside the outputs", no MSD114 "output (64, 1) against labels (64,)"."""
+    import mindspore.dataset as mds
+    from benchmarks.realworld import corpus, gan
+
+    generator, discriminator = small_gan()
+    opt_g, opt_d = (nn.Adam(n.trainable_params(), 2e-4) for n in (generator, discriminator))
+    dataset = mds.NumpySlicesDataset({"image": gan.digits(), "label": corpus.load("digits")[1].astype(np.int32)})
+    doctor = Doctor(print_summary=False, mindinsight=False, html_report=False)
+    with doctor.watch({"generator": (generator, opt_g), "discriminator": (discriminator, opt_d)},
+                      loss_fn=nn.BCEWithLogitsLoss(), train_dataset=dataset.batch(64)):
+        pass
+    assert not doctor.report.codes() & {"MSD114", "MSD302", "MSD305", "MSD306"}, doctor.report
+
+
 def test_the_watch_restores_both_models_and_reports_when_the_loop_raises(tmp_path):
     generator, discriminator = small_gan()
     classes = [type(c) for c in (generator, discriminator, generator[3])]

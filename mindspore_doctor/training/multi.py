@@ -50,6 +50,10 @@ _ROLES = {
     "discriminator": {"discriminator", "disc", "d", "netd", "dnet", "dmodel", "modeld", "critic", "discriminatormodel"},
 }
 """Model names that say which player a model is, compared without case, ``_`` or ``-``."""
+LABEL_CODES = ("MSD114", "MSD302", "MSD305", "MSD306")
+"""Checks that take a dataset's label column for the network's targets (the loss on a sample batch, class balance,
+label order, labels within the outputs): a GAN's players are trained on real/fake targets the loop makes, and a label
+column in its dataset (MNIST's digits, an image folder's index) is not what either predicts."""
 _GAN_CODES = tuple(code for codes, _ in ADVERSARIAL_RULES for code in codes)
 _REAL_BATCHES = 4
 """Real batches whose values describe what the discriminator is shown (MSD218)."""
@@ -163,7 +167,7 @@ class MultiModelRun:
             network, optimizer, own_loss = _unpack(name, spec)
             # Data checks judge the data against the network that reads it: a generator reads noise, not the dataset.
             dataset = None if self._gan and self._roles["generator"] == name else train_dataset
-            session = DoctorSession(_model_config(config, name))
+            session = DoctorSession(_model_config(config, name, LABEL_CODES if self._gan else ()))
             run = watch(session, network, optimizer, loss_fn=own_loss or loss_fn, train_dataset=dataset, epochs=epochs)
             self._models[name] = _Model(name, run, session, run._backbone,  # pylint: disable=protected-access
                                         run._state.optimizer)  # pylint: disable=protected-access
@@ -460,11 +464,12 @@ def _unpack(name: str, spec: Any) -> tuple[Any, Any, Any]:
     return spec, None, None
 
 
-def _model_config(config: DoctorConfig, name: str) -> DoctorConfig:
+def _model_config(config: DoctorConfig, name: str, ignore: tuple[str, ...] = ()) -> DoctorConfig:
     """One model's options: its files in ``summary_dir/<name>``; the run prints one summary and evaluates nothing
-    (``eval_dataset`` scores one model on labelled data)."""
+    (``eval_dataset`` scores one model on labelled data); ``ignore``: codes that do not apply to this model."""
     folder = os.path.join(config.summary_dir, name) if config.summary_dir else None
-    return dataclasses.replace(config, summary_dir=folder, eval_dataset=None, print_summary=False)
+    return dataclasses.replace(config, summary_dir=folder, eval_dataset=None, print_summary=False,
+                               ignore=(*config.ignore, *ignore))
 
 
 def _images(arrays: Any) -> np.ndarray | None:
