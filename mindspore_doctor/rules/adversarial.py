@@ -64,7 +64,7 @@ def discriminator_overpowers(signals: AdversarialSignals, config: DoctorConfig) 
     return [make_finding(
         "MSD217",
         f"The discriminator `{signals.discriminator}` wins the game: its loss fell from {d_start:.3g} to {d_now:.3g} "
-        f"(median of its first and last {w} steps) while the generator `{signals.generator}`'s rose from "
+        f"(median of its first and last {w} steps) while the loss of the generator `{signals.generator}` rose from "
         f"{g_start:.3g} to {g_now:.3g}. It rejects whatever the generator makes, and the generator gets no useful "
         f"signal from it.{signal}",
         step=step,
