@@ -195,3 +195,44 @@ def test_probed_optimizer_compiles_once_in_pynative(capfd, caplog):
     finally:
         probes.restore()
     assert "recompil" not in capfd.readouterr().err + caplog.text
+
+
+class _Tagger(nn.Cell):
+    """Embedding, BiLSTM, Dense; the loss inside (a CRF-like tagger's shape)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(30, 8)
+        self.lstm = nn.LSTM(8, 8, bidirectional=True, batch_first=True)
+        self.dense = nn.Dense(16, 3)
+
+    def construct(self, tokens, tags):
+        out, _ = self.lstm(self.embedding(tokens))
+        return ops.cross_entropy(self.dense(out).reshape(-1, 3), tags.reshape(-1))
+
+
+def _train_tagger(weight_decay, doctor=None):
+    import mindspore.dataset as ds
+
+    ms.set_seed(2)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(1, 30, (32, 10)).astype(np.int32)
+    data = ds.NumpySlicesDataset({"tokens": tokens, "tags": (tokens % 3).astype(np.int32)}, shuffle=False).batch(16)
+    net = _Tagger()
+    optimizer = nn.Momentum(net.trainable_params(), 0.5, 0.9, weight_decay=weight_decay)
+    Model(nn.TrainOneStepCell(net, optimizer)).train(2, data, callbacks=[doctor] if doctor else [],
+                                                     dataset_sink_mode=False)
+    return _weights(net)
+
+
+@pytest.mark.parametrize("weight_decay", [1e-4, 0.0])
+def test_recurrent_gradients_under_weight_decay_are_left_unread(weight_decay):
+    """A second reader of an LSTM's gradient changed the decayed update in the last bit (MindSpore 2.10 CPU)."""
+    doctor = Doctor(probe_every=2)
+    assert all(np.array_equal(a, b) for a, b in zip(_train_tagger(weight_decay), _train_tagger(weight_decay, doctor)))
+    probed = [s for s in doctor.history.probed() if s.grad_norm]
+    assert probed and all("dense.weight" in s.grad_norm for s in probed)
+    lstm_read = any(name.startswith("lstm.") for s in probed for name in s.grad_norm)
+    told = [f for f in doctor.report.findings if f.code == "MSD002" and "lstm.weight_ih_l0" in f.message]
+    assert lstm_read is (weight_decay == 0.0) and bool(told) is (weight_decay > 0)
+    assert all(s.update_ratio.keys() >= {"lstm.weight_ih_l0", "dense.weight"} for s in probed)

@@ -284,6 +284,12 @@ class DoctorSession:
             self._skipped(training_rules.PARAMETER_PROBE_CODES,
                           f"the optimizer `{type(optimizer).__name__}` cannot carry the gradient probe: {why}. The "
                           "activation probes still run.")
+        if instrumentation.unread_gradients and why is None:
+            names = instrumentation.unread_gradients
+            shown = ", ".join(f"`{n}`" for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            self._skipped(("MSD207", "MSD208"), f"the gradients of {shown} are not read: a recurrent layer's gradient "
+                          "under weight decay trains differently in the last bit when a probe reads it (MindSpore "
+                          "2.10). Their updates and weights are still measured.")
         if unprobed:
             cells = ", ".join(f"`{path}` ({reason})" for path, reason in unprobed.items())
             self._skipped(training_rules.ACTIVATION_PROBE_CODES, f"activation cells not probed: {cells}.")
