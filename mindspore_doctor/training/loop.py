@@ -15,7 +15,7 @@ are part of the graph it compiles. Leaving it (also on an exception) restores th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -75,7 +75,12 @@ class TrainingRun:
 
     def epoch_end(self) -> None:
         """At the end of each epoch (optional): evaluation on ``eval_dataset``, summaries, the report on disk."""
-        self._session.epoch_end(self._state)
+        state = self._state
+        if state.epoch_num and state.batch_num is None and state.cur_epoch_num == 1 and self._steps_in_epoch:
+            # ``epochs`` given, batches not countable up front: the first epoch tells the run's length.
+            state.batch_num = self._steps_in_epoch
+            self._session.plan_final_probe(replace(state, cur_step_num=0))
+        self._session.epoch_end(state)
         self._state.cur_epoch_num += 1
         self._steps_in_epoch = 0
 

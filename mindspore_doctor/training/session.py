@@ -95,6 +95,7 @@ class DoctorSession:
         self._probing = False
         self._force_probe = False
         self._final_probe: int | None = None  # a short run's last step, probed too (final_probe_step)
+        self._probes_needed = 0  # the fewest probes a multi-probe rule wanted needs (final_probe_step)
         self._unread: list[StepSignals] = []  # steps whose loss the (deferred) reader has not handed back yet
         self._repro_saved = False
         self._writers: list[Any] = []  # export.summary.BufferedSummaryWriter: MindInsight, TensorBoard
@@ -176,7 +177,8 @@ class DoctorSession:
             # Only where no multi-probe rule could judge: an extra probe near the last regular one would judge
             # "persistent" conditions over a few steps, and a longer run hears which rules it missed (MSD002).
             needed = [n for code, n in training_rules.probes_needed(self.config).items() if self._wanted(code)]
-            self._final_probe = final_probe_step(args, self.config, min(needed, default=0))
+            self._probes_needed = min(needed, default=0)
+            self._final_probe = final_probe_step(args, self.config, self._probes_needed)
         if check_mode:
             self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(backbone, None))
         if self.config.eval_dataset is not None and self.config.eval_every:
@@ -302,6 +304,12 @@ class DoctorSession:
         self._emit(training_rules.train_mode_off(cells, step, effects), count=False)
 
     # --- steps --------------------------------------------------------------------------------
+
+    def plan_final_probe(self, args: Any) -> None:
+        """The run's length became known after it started (a hand-written loop over batches that are no sized
+        dataset, after its first epoch): probe its last step when the run is too short, as ``begin`` does."""
+        if self._final_probe is None and self._instrumentation is not None:
+            self._final_probe = final_probe_step(args, self.config, self._probes_needed)
 
     def step_begin(self, step: int) -> None:
         """Before step ``step`` runs: switch the probes on when it is a probe step."""
