@@ -11,6 +11,7 @@ from __future__ import annotations
 import mindspore as ms
 import mindspore.dataset as mds
 import numpy as np
+import pytest
 from mindspore import nn, ops
 
 from mindspore_doctor import Doctor
@@ -58,8 +59,7 @@ def test_short_run_over_plain_batches_probes_its_last_step():
     """No ``train_dataset``: the loop walks numpy batches. ``epochs`` was given, so after the first epoch the run's
     length is known (steps per epoch x epochs) and its last step must be probed as with a dataset.
 
-    Fails on main as of 2026-12-02: ``loop._batches`` only asks ``train_dataset.get_dataset_size()``, so
-    ``batch_num`` stays None and ``final_probe_step`` returns None; only step 1 is probed."""
+    Before: ``batch_num`` stayed None without a sized dataset, and only step 1 was probed."""
     x, y = _arrays()
     net, loss_fn, optimizer, train_cell = _setup()
 
@@ -87,3 +87,15 @@ def test_step_takes_the_loss_accuracy_tuple_of_a_train_cell():
         losses = _loop(run, train_cell, ds.create_tuple_iterator, returns=with_accuracy)
     np.testing.assert_allclose([s.loss for s in doctor.history.steps], losses, rtol=1e-6)
     assert not [f for f in doctor.report.findings if f.severity.value != "info"]
+
+
+def test_step_takes_a_loss_the_loop_already_read():
+    """``run.step(float(loss))`` and ``run.step(loss.asnumpy())``: the loss rules judge those numbers too."""
+    x, y = _arrays()
+    for to_host in (lambda loss: float(loss.asnumpy()), lambda loss: loss.asnumpy()):
+        net, loss_fn, optimizer, train_cell = _setup()
+        ds = mds.NumpySlicesDataset({"x": x, "y": y}, shuffle=False).batch(BATCH)
+        doctor = Doctor()
+        with doctor.watch(net, optimizer, loss_fn=loss_fn, train_dataset=ds, epochs=EPOCHS) as run:
+            losses = _loop(run, train_cell, ds.create_tuple_iterator, returns=lambda loss, d, l: to_host(loss))
+        assert [s.loss for s in doctor.history.steps] == pytest.approx(losses)

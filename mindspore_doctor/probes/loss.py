@@ -30,14 +30,16 @@ class LossRead:
 
 
 def split_outputs(outputs: Any) -> tuple[Any, Any, Any]:
-    """(loss, overflow, loss_scale) of a train step's outputs: a loss, or a loss-scale cell's (loss, overflow,
-    scale) tuple; the first element of any other tuple is the loss."""
+    """(loss, overflow, loss_scale) of a train step's outputs: a loss (a tensor, or a number the loop already read),
+    or a loss-scale cell's (loss, overflow, scale) tuple; the first element of any other tuple is the loss."""
     overflow = scale = None
     if isinstance(outputs, (tuple, list)):
         if len(outputs) >= 3 and hasattr(outputs[1], "dtype") and "bool" in str(outputs[1].dtype).lower():
             overflow, scale = outputs[1], outputs[2]
         outputs = outputs[0] if outputs else None
-    return (outputs if hasattr(outputs, "asnumpy") else None), overflow, scale
+    readable = hasattr(outputs, "asnumpy") or (isinstance(outputs, (int, float, np.number, np.ndarray))
+                                               and not isinstance(outputs, bool))  # float(loss), loss.asnumpy()
+    return (outputs if readable else None), overflow, scale
 
 
 def host_scalar(value: Any) -> float:
@@ -109,7 +111,7 @@ class DeferredLossReader:
         flag = self._no_overflow if overflow is None else overflow.astype(ms.float32).reshape(-1)[:1]
         self._scale = scale
         self._overflow_known = overflow is not None
-        self._recorder(loss, flag)
+        self._recorder(loss if isinstance(loss, Tensor) else Tensor(np.asarray(loss, np.float32)), flag)
         return []
 
     def read(self) -> list[LossRead]:
