@@ -2,6 +2,8 @@
 trials, the storage's heartbeat."""
 from __future__ import annotations
 
+import logging
+
 import sys
 from pathlib import Path
 
@@ -243,5 +245,8 @@ def test_a_live_trial_outlasts_a_storage_lock_and_a_lost_heartbeat(tmp_path, mon
         raise optuna.exceptions.StorageInternalError("commit failed") from RuntimeError("database is locked")
 
     monkeypatch.setattr(optuna.storages.RDBStorage, "record_heartbeat", locked)
-    storage.record_heartbeat(0)  # Optuna's heartbeat thread would end here: the trial would be failed as dead
+    # another test's logging set-up may have switched the logger off or raised its level: the warning is the subject
+    monkeypatch.setattr(tuner.logger, "disabled", False)
+    with caplog.at_level(logging.WARNING, logger=tuner.logger.name):
+        storage.record_heartbeat(0)  # Optuna's heartbeat thread would end here: the trial would be failed as dead
     assert "database is locked" in caplog.text and "the next one follows in 2 s" in caplog.text
