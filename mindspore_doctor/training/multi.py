@@ -21,8 +21,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import signal
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -41,7 +39,8 @@ from mindspore_doctor.probes.swap import CannotProbe, probed_class, swap
 from mindspore_doctor.rules.adversarial import ADVERSARIAL_RULES
 from mindspore_doctor.signals import QUANTILE_LEVELS, AdversarialSignals, TrainingHistory, ValueStats
 from mindspore_doctor.training.loop import TrainingRun, watch
-from mindspore_doctor.training.session import DoctorSession, TrainingTerminated
+from mindspore_doctor.training.session import DoctorSession
+from mindspore_doctor.training.sigterm import SigtermReport
 
 logger = logging.getLogger("mindspore_doctor")
 
@@ -181,7 +180,7 @@ class MultiModelRun:
         self._generator_steps = 0
         self._ended = False
         self._disabled: set[str] = set()
-        self._sigterm = False
+        self._sigterm = SigtermReport(lambda error: self.end(None, error))  # one handler for every model
         self.began = False
 
     # --- what Doctor reads ---------------------------------------------------------------------
@@ -226,7 +225,7 @@ class MultiModelRun:
 
     def __enter__(self) -> "MultiModelRun":
         self.began = True
-        self._catch_sigterm()
+        self._sigterm.catch()
         entered: list[_Model] = []
         try:
             for model in self._models.values():
@@ -238,7 +237,7 @@ class MultiModelRun:
         except BaseException as error:
             for model in reversed(entered):
                 model.run.__exit__(type(error), error, error.__traceback__)
-            self._release_sigterm()
+            self._sigterm.release()
             raise
         if self._gan:
             self._begin_gan()
@@ -303,7 +302,7 @@ class MultiModelRun:
                 print(f"mindspore_doctor summary ({steps}):\n{self.report}")
             self._guard("write-report", self._write_report)
         finally:
-            self._release_sigterm()
+            self._sigterm.release()
 
     def _detect_adversarial(self) -> None:
         """Two models whose losses move against each other are judged as adversarial from now on: their loss-trend
@@ -435,22 +434,6 @@ class MultiModelRun:
     def _write_report(self) -> None:
         if self.config.summary_dir:
             _io.atomic_write_text(Path(self.config.summary_dir) / _io.REPORT_FILE, self.report.to_json())
-
-    def _catch_sigterm(self) -> None:
-        """One handler for every model (a model's own would end its run alone and kill the process)."""
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, self._on_sigterm)
-            self._sigterm = True
-
-    def _release_sigterm(self) -> None:
-        if self._sigterm:
-            self._sigterm = False
-            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        self.end(None, TrainingTerminated(f"signal {signal.Signals(signum).name}"))
-        os.kill(os.getpid(), signum)
 
 
 def _unpack(name: str, spec: Any) -> tuple[Any, Any, Any]:

@@ -15,8 +15,6 @@ import json
 import logging
 import math
 import os
-import signal
-import threading
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -37,6 +35,7 @@ from mindspore_doctor.probes.loss import DeferredLossReader, LossRead, StepLossR
 from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 from mindspore_doctor.static.start_state import mark_trained, start_state
+from mindspore_doctor.training.sigterm import SigtermReport, TrainingTerminated
 
 logger = logging.getLogger("mindspore_doctor")
 
@@ -64,10 +63,6 @@ def _loss_reader(config: DoctorConfig) -> StepLossReader | DeferredLossReader:
     if how == "deferred":
         return DeferredLossReader(config.probe_every)
     raise ValueError(f"loss_read must be 'auto', 'step' or 'deferred', got {config.loss_read!r}")
-
-
-class TrainingTerminated(BaseException):
-    """What ended training when a signal (SIGTERM) did: named in MSD003, never raised to the user."""
 
 
 class DoctorSession:
@@ -106,8 +101,7 @@ class DoctorSession:
         self._eval_target: tuple[Any, Any] = (None, None)  # (backbone, loss_fn) it evaluates
         self._args: Any = None  # the run's state object, for ending it from a signal handler
         self._ending = False
-        self._sigterm_default = False  # SIGTERM was at its default when training began: the Doctor reports it
-        self._sigterm_pending: int | None = None  # a SIGTERM that came while ending: sent again once ended
+        self._sigterm = SigtermReport(lambda error: self.end(self._args, error))
 
     # --- plumbing -----------------------------------------------------------------------
 
@@ -155,7 +149,7 @@ class DoctorSession:
         the mode it trains in (``Model.train`` sets it; a hand-written loop may call ``set_train()`` later)."""
         self._request_stop = request_stop
         self._args = args
-        self._guard("sigterm-report", (), self._catch_sigterm)
+        self._guard("sigterm-report", (), self._sigterm.catch)
         sink = bool(getattr(args, "dataset_sink_mode", False))
         self.report.meta["target"] = type(backbone).__name__
         self.report.meta["dataset_sink_mode"] = sink
@@ -501,7 +495,7 @@ class DoctorSession:
             if error is None:
                 self._guard("merge-ranks", (), self._merge_ranks)  # last: a collective every rank enters
         finally:
-            self._release_sigterm()
+            self._sigterm.release()
 
     def _judge_run(self, args: Any, finished: bool) -> None:
         self._catch_up(args)
@@ -539,30 +533,6 @@ class DoctorSession:
                       "steps_seen": len(self.history.steps), "where": where},
             suggestion="The run was stopped from outside; its results are partial." if stopped else
             "Fix the error above and rerun; the findings before it were judged on the steps before it and still apply.")
-
-    # --- SIGTERM: the default ends the process at once; the Doctor writes its report first ------------------
-
-    def _catch_sigterm(self) -> None:
-        """Only where SIGTERM is at its default (a handler of the user's or MindSpore's stays theirs) and only in the
-        main thread (the only one Python lets set a handler)."""
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, self._on_sigterm)
-            self._sigterm_default = True
-
-    def _release_sigterm(self) -> None:
-        if self._sigterm_default:
-            self._sigterm_default = False
-            if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if self._sigterm_pending is not None:
-            signum, self._sigterm_pending = self._sigterm_pending, None
-            os.kill(os.getpid(), signum)
-
-    def _on_sigterm(self, signum: int, frame: Any) -> None:
-        """End the run as after an exception, then die by the same signal, as the process would without us."""
-        self._sigterm_pending = signum
-        if not self._ending:
-            self.end(self._args, TrainingTerminated(f"signal {signal.Signals(signum).name}"))
 
     @property
     def began(self) -> bool:
