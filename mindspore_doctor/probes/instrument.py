@@ -121,6 +121,37 @@ def _optimizer_probe(self, gradients, *args, **kwargs):
     return F.depend(done, written)
 
 
+@_grad_sums.register("Tensor", "Bool", "Tensor", "Tensor")
+def _decayed_grad_sums_one(weight_decay, decays, weight, decayed):
+    """Σg²/2 of a gradient read back from ``decayed`` = g + wd·w, where the decay wrote it."""
+    if decays:
+        return _half_square_sum(_f32(decayed - weight * F.cast(weight_decay, F.dtype(weight))))
+    return ops.zeros((), ms.float32)
+
+
+def _decay_probe(self, gradients):
+    """The probed ``nn.Optimizer.decay_weight``: MindSpore's, then, on probe steps, Σg²/2 of each decayed gradient
+    from its decayed value.
+
+    Why not read g itself: a gradient summed from several uses of its weight (a recurrent layer's, a CRF's
+    transitions, a tied weight) is an ``AddN``, which MindSpore merges into the decay's ``AddN`` only while the
+    decay is its one reader (``MergeAddN``); a second reader changed the summation order and the decayed update in
+    the last bit (MindSpore 2.10 CPU). Reading the decay's own output leaves that merge alone."""
+    decayed = self._msd_decay_weight(gradients)
+    if self._msd_probing:
+        weight_decay = self.get_weight_decay()
+        if self.is_group:
+            sums = _map(_grad_sums, weight_decay, self.decay_flags, self._parameters, decayed)
+        else:
+            sums = _map(F.partial(_grad_sums, weight_decay), self.decay_flags, self._parameters, decayed)
+        sums, calls = ops.stack(sums), self._msd_decay_calls + 1
+    else:
+        sums, calls = self._msd_decay_sums, self._msd_decay_calls
+    written = ops.assign(self._msd_decay_sums, sums)
+    written = F.depend(ops.assign(self._msd_decay_calls, calls), written)
+    return F.depend(decayed, written)
+
+
 def _output_sample(a):
     """(SAMPLE_ROWS, SAMPLE_COLS) strided sample of an activation output, padded with SAMPLE_PAD.
 
@@ -233,13 +264,31 @@ def _decayed(optimizer: Any) -> set[str] | None:
     return None
 
 
+def _decays_through_library(optimizer: Any) -> bool:
+    """An ``nn.Optimizer`` applying weight decay with MindSpore's own ``decay_weight``, which its ``construct``
+    (or a parent's) calls: the probe reads the decayed gradients there (``_decay_probe``)."""
+    if not (isinstance(optimizer, nn.Optimizer) and optimizer.exec_weight_decay
+            and type(optimizer).decay_weight is nn.Optimizer.decay_weight):
+        return False
+    for cls in type(optimizer).__mro__:
+        construct = vars(cls).get("construct")
+        while hasattr(construct, "__wrapped__"):
+            construct = construct.__wrapped__
+        if construct is not None and "decay_weight" in getattr(getattr(construct, "__code__", None), "co_names", ()):
+            return True
+    return False
+
+
 def _gradients_left_unread(network: nn.Cell, optimizer: nn.Cell) -> list[str]:
-    """Gradients of recurrent layers (``nn.LSTM``/``GRU``/``RNN``) under weight decay. Measured on MindSpore 2.10
-    CPU: with a second reader of such a gradient (the probe's sum) the decayed update comes out different in the
-    last bit, so the probe leaves them alone; a Dense or Conv gradient, or no decay, trains bit for bit the same."""
+    """Decayed gradients the probe cannot read safely. A second reader of a gradient summed from several uses
+    (see ``_decay_probe``) changes the decayed update in the last bit; where the decay is not MindSpore's
+    ``decay_weight`` only the recurrent layers (``nn.LSTM``/``GRU``/``RNN``) were measured doing so, and are left
+    alone: an ``nn.Optimizer`` with its own ``decay_weight`` leaves every decayed gradient unread."""
     decayed = _decayed(optimizer)
-    if decayed == set():
+    if decayed == set() or _decays_through_library(optimizer):
         return []
+    if isinstance(optimizer, nn.Optimizer) and type(optimizer).decay_weight is not nn.Optimizer.decay_weight:
+        return [p.name for p in optimizer.parameters if p.name in decayed]
     recurrent = {p.name for _, cell in network.cells_and_names() if any(
         c.__module__.startswith("mindspore.") and any(k in c.__name__ for k in ("LSTM", "GRU", "RNN"))
         for c in type(cell).__mro__) for p in cell.get_parameters()}
@@ -268,11 +317,12 @@ class Instrumentation:
         self.unprobed: dict[str, str] = {}
         self.unread_gradients = _gradients_left_unread(network, optimizer)
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
+        self._read_at_decay = frozenset(_decayed(optimizer) or ()) if _decays_through_library(optimizer) else frozenset()
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = ms.get_context("mode") == ms.GRAPH_MODE
         self._undo: list[Callable[[], None]] = []
         self._probing = False
-        self._last_calls = 0
+        self._last_calls = self._last_decay_calls = 0
         self._weights_before: list[np.ndarray] | None = None
         try:
             self._install()
@@ -294,12 +344,18 @@ class Instrumentation:
         """Probe steps on which the optimizer ran."""
         return int(self.optimizer._msd_calls.asnumpy()[0])  # pylint: disable=protected-access
 
+    @property
+    def decay_calls(self) -> int:
+        """Probe steps on which the optimizer's ``decay_weight`` ran (0 when it is not probed)."""
+        calls = getattr(self.optimizer, "_msd_decay_calls", None)
+        return 0 if calls is None else int(calls.asnumpy()[0])
+
     def _swap(self, key: str, cell: nn.Cell, probe: Callable[..., Any], state: Callable[[], dict[str, Any]],
-              check: Callable[[type], None] = lambda cls: None) -> bool:
+              check: Callable[[type], None] = lambda cls: None, extra: dict[str, Any] | None = None) -> bool:
         """Give ``cell`` its probed class; False (and ``unprobed[key]`` says why) when its class cannot take one."""
         try:
             check(type(cell))
-            probed = probed_class(type(cell), probe)
+            probed = probed_class(type(cell), probe, extra)
         except CannotProbe as why:
             self.unprobed[key] = str(why)
             return False
@@ -310,15 +366,21 @@ class Instrumentation:
         return True
 
     def _install(self) -> None:
-        optimizer = self.optimizer
+        optimizer, count = self.optimizer, len(self.optimizer.parameters)
+        at_decay = {"_msd_decay_sums": free_parameter(np.zeros(count, np.float32)),
+                    "_msd_decay_calls": free_parameter(np.zeros(1, np.int32))} if self._read_at_decay else {}
         self._swap("optimizer", optimizer, _optimizer_probe, lambda: {
             "_msd_probing": free_parameter(np.array(False)),
-            "_msd_grad_sums": free_parameter(np.zeros(len(optimizer.parameters), np.float32)),
+            "_msd_grad_sums": free_parameter(np.zeros(count, np.float32)),
             "_msd_calls": free_parameter(np.zeros(1, np.int32)),
-            "_msd_read": tuple(name not in self.unread_gradients for name in self.parameter_names),
-        }, check=_gradients_first)
+            "_msd_read": tuple(name not in self.unread_gradients and name not in self._read_at_decay
+                               for name in self.parameter_names),
+            **at_decay,
+        }, check=_gradients_first, extra={"decay_weight": _decay_probe,
+                                          "_msd_decay_weight": nn.Optimizer.decay_weight} if at_decay else None)
         if self.optimizer_probed:
-            self._last_calls = self.optimizer_calls  # a run before this one may have counted
+            # a run before this one may have counted
+            self._last_calls, self._last_decay_calls = self.optimizer_calls, self.decay_calls
         for path, cell in list(self.activations.items()):
             if not self._swap(path, cell, _activation_probe, lambda c=cell: {
                 "_msd_sample": free_parameter(_EMPTY_SAMPLE.asnumpy()),
@@ -357,8 +419,9 @@ class Instrumentation:
         updates: dict[str, np.ndarray] = {}
         if calls != self._last_calls and before is not None:
             self._last_calls = calls
+            decay_calls, self._last_decay_calls = self._last_decay_calls, self.decay_calls
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/Inf are signals here
-                self._read_parameters(before, signals)
+                self._read_parameters(before, signals, decay_read=self._last_decay_calls != decay_calls)
                 updates = {name: _update_sample(weight) - before[i] for i, (name, weight)
                            in enumerate(zip(self.parameter_names, self.optimizer.parameters)) if name in updates_of}
         for order, (path, cell) in enumerate(self.activations.items()):
@@ -367,9 +430,14 @@ class Instrumentation:
                 signals.activations[path] = stats
         return updates
 
-    def _read_parameters(self, before: list[np.ndarray], out: StepSignals) -> None:
+    def _read_parameters(self, before: list[np.ndarray], out: StepSignals, decay_read: bool) -> None:
+        """``decay_read``: the probed ``decay_weight`` ran on this step, so the decayed gradients were read there."""
         grad_sums = self.grad_sums.asnumpy().astype(np.float64)
-        scratch, unread = np.empty(_CHUNK, np.float64), set(self.unread_gradients)
+        if decay_read:
+            decay_sums = self.optimizer._msd_decay_sums.asnumpy()  # pylint: disable=protected-access
+            grad_sums = np.where([name in self._read_at_decay for name in self.parameter_names], decay_sums, grad_sums)
+        unread = set(self.unread_gradients) | (set() if decay_read else self._read_at_decay)
+        scratch = np.empty(_CHUNK, np.float64)
         for i, (name, weight) in enumerate(zip(self.parameter_names, self.optimizer.parameters)):
             size = max(1, weight.size)
             weight_abs, _ = _abs_sum_max(weight.asnumpy().reshape(-1), scratch)

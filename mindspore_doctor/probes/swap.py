@@ -111,9 +111,10 @@ def _subclass(base: type, members: dict[str, Any], suffix: str = "") -> type:
     return type(base)(base.__name__ + suffix, (base,), {**members, "__qualname__": base.__qualname__ + suffix})
 
 
-def probed_class(base: type, probed_construct: Callable[..., Any]) -> type:
+def probed_class(base: type, probed_construct: Callable[..., Any], extra: dict[str, Any] | None = None) -> type:
     """A class for a cell of class ``base`` whose ``construct`` is ``probed_construct``, which calls the user's
-    ``construct`` as ``self._msd_inner(...)``. Raises ``CannotProbe`` when no form is safe for ``base``."""
+    ``construct`` as ``self._msd_inner(...)``; ``extra`` members replace others (MindSpore's own methods, never
+    one using ``super()``). Raises ``CannotProbe`` when no form is safe for ``base``."""
     if PROBED_MARK in vars(base):
         raise CannotProbe("it already carries probes (another Doctor is watching it, or one was not closed)")
     # With a jitted construct in its classes the probe compiles with the cell, in PyNative as well. Under the name
@@ -121,7 +122,7 @@ def probed_class(base: type, probed_construct: Callable[..., Any]) -> type:
     # takes ``self`` and the gradients for constants and compiles again at every step.
     construct = _copy(probed_construct, name="construct")
     members = {"construct": ms.jit(construct) if _jitted(base) else construct, PROBED_MARK: base,
-               "__module__": base.__module__, "_msd_inner": base.construct}
+               "__module__": base.__module__, "_msd_inner": base.construct, **(extra or {})}
     if _is_library(base):
         # MindSpore's own classes: no bare super() in their constructs; the name is kept for messages and rules.
         return _subclass(base, members)

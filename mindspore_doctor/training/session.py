@@ -283,9 +283,10 @@ class DoctorSession:
         if instrumentation.unread_gradients and why is None:
             names = instrumentation.unread_gradients
             shown = ", ".join(f"`{n}`" for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            self._skipped(("MSD207", "MSD208"), f"the gradients of {shown} are not read: a recurrent layer's gradient "
-                          "under weight decay trains differently in the last bit when a probe reads it (MindSpore "
-                          "2.10). Their updates and weights are still measured.")
+            self._skipped(("MSD207", "MSD208"), f"the gradients of {shown} are not read: a gradient summed from "
+                          "several uses of its weight (a recurrent layer's, a shared one's) trains differently in the "
+                          "last bit when a probe reads it before a weight decay other than `nn.Optimizer."
+                          "decay_weight` (MindSpore 2.10). Their updates and weights are still measured.")
         if unprobed:
             cells = ", ".join(f"`{path}` ({reason})" for path, reason in unprobed.items())
             self._skipped(training_rules.ACTIVATION_PROBE_CODES, f"activation cells not probed: {cells}.")
