@@ -17,15 +17,15 @@ __all__ = ["Doctor", "Finding", "Report", "Severity", "check_data", "lint", "san
 
 if TYPE_CHECKING:  # pragma: no cover
     from mindspore_doctor.training.callback import Doctor
-    from mindspore_doctor.data import check_data
+    from mindspore_doctor.runners.check_data import check_data
     from mindspore_doctor.sanity_checks import sanity
-    from mindspore_doctor.static.inspector import lint
+    from mindspore_doctor.runners.lint import lint
     from mindspore_doctor.tuner import tune
 
 _LAZY = {
-    "lint": ("mindspore_doctor.static.inspector", "lint"),
+    "lint": ("mindspore_doctor.runners.lint", "lint"),
     "Doctor": ("mindspore_doctor.training.callback", "Doctor"),
-    "check_data": ("mindspore_doctor.data", "check_data"),
+    "check_data": ("mindspore_doctor.runners.check_data", "check_data"),
     "sanity": ("mindspore_doctor.sanity_checks", "sanity"),
     "tune": ("mindspore_doctor.tuner", "tune"),
 }

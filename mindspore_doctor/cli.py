@@ -105,7 +105,7 @@ def lint_target(args: argparse.Namespace, config: DoctorConfig) -> Report:
         path = Path(args.target)
         if not path.is_file():
             raise UsageError(f"no such file: {path}" if not path.exists() else f"{path} is not a file")
-        from mindspore_doctor.static.inspector import lint_source
+        from mindspore_doctor.runners.lint import lint_source
 
         try:
             report = lint_source(path, config=config)
@@ -117,7 +117,7 @@ def lint_target(args: argparse.Namespace, config: DoctorConfig) -> Report:
         merged.extend(report.findings)
         return merged
 
-    from mindspore_doctor.static.inspector import lint
+    from mindspore_doctor.runners.lint import lint
     from mindspore_doctor.static.loader import LoadError, load_targets
 
     try:

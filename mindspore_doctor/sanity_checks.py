@@ -113,7 +113,7 @@ class _Session:
 
     def lint(self, _: Any) -> list[Finding]:
         """The static checks on a fresh build: their findings are evidence for the diagnosis."""
-        from mindspore_doctor.static.inspector import lint
+        from mindspore_doctor.runners.lint import lint
 
         net, loss_fn, optimizer = _built(self.build)
         return lint(net, loss_fn=loss_fn, optimizer=optimizer, config=self.config).findings

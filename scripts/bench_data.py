@@ -17,7 +17,7 @@ import numpy as np
 from mindspore import nn
 
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.data import check_data
+from mindspore_doctor import check_data
 
 
 def _images():

@@ -37,7 +37,7 @@ def main() -> int:
 
     ms.set_context(mode=ms.GRAPH_MODE)
     from mindspore_doctor import lint
-    from mindspore_doctor.static import inspector  # noqa: F401 - imports the checks outside the timing
+    from mindspore_doctor.runners import lint  # noqa: F401 - imports the checks outside the timing
     from zoo import build_resnet50
 
     print(f"import mindspore + mindspore_doctor: {time.perf_counter() - start:.2f} s (not counted)")

@@ -8,7 +8,7 @@ import pytest
 from mindspore import nn
 from mindspore.train import Callback, Model
 
-from mindspore_doctor.data import check_data
+from mindspore_doctor import check_data
 
 ROWS, FEATURES, CLASSES = 96, 6, 3
 

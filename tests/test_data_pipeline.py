@@ -8,7 +8,7 @@ from mindspore import nn
 from mindspore.mindrecord import FileWriter
 
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.data import check_data
+from mindspore_doctor import check_data
 
 rng = np.random.default_rng(3)
 

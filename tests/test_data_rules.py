@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mindspore import nn
 
-from mindspore_doctor.data import check_data
+from mindspore_doctor import check_data
 
 N = 600
 rng = np.random.default_rng(7)

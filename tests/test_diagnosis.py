@@ -10,7 +10,7 @@ from mindspore import nn
 
 from mindspore_doctor import lint
 from mindspore_doctor.catalog import RULES, make_finding
-from mindspore_doctor.data import check_data
+from mindspore_doctor import check_data
 from mindspore_doctor.diagnosis import CAUSES, PREDICATES, diagnose
 from mindspore_doctor.findings import Report
 

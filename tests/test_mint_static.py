@@ -11,7 +11,7 @@ from mindspore import mint, nn
 from mindspore.mint import optim
 from mindspore.mint.nn import functional as MF
 
-from mindspore_doctor.static.inspector import lint, lint_source
+from mindspore_doctor.runners.lint import lint, lint_source
 
 from test_static_layers import _line_of, _only
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from mindspore import nn
 
-from mindspore_doctor.data import check_data
+from mindspore_doctor import check_data
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "realworld" / "data"
 

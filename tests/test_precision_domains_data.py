@@ -19,7 +19,7 @@ import pytest
 from mindspore import mint, nn, ops
 
 from mindspore_doctor import Doctor
-from mindspore_doctor.data import check_data
+from mindspore_doctor import check_data
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "realworld" / "data"
 

@@ -21,7 +21,8 @@ from mindspore.common.initializer import Normal, TruncatedNormal, Uniform, initi
 from mindspore_doctor import lint
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.rules import parameters as rules
-from mindspore_doctor.rules.parameters import ParamSignal
+from mindspore_doctor.static import signals
+from mindspore_doctor.static.signals import ParamSignal
 from test_static_parameters import TiedLM
 
 
@@ -195,7 +196,7 @@ def test_the_corpus_language_model_with_a_tied_output_projection_has_no_sharing_
 
 
 def signal(**kw) -> ParamSignal:
-    defaults = dict(name="a.weight", cell="a", cell_type="Dense", role=rules.WEIGHT, shape=(8, 8), key="weight",
+    defaults = dict(name="a.weight", cell="a", cell_type="Dense", role=signals.WEIGHT, shape=(8, 8), key="weight",
                     paths=("a", "b"), uses=2, owner_types=("Dense", "Dense"), owner_cells=("a", "b"),
                     owners_running=2, owners_alike=True)
     return ParamSignal(**{**defaults, **kw})
@@ -300,7 +301,7 @@ def test_constant_embedding_tables_are_msd108():
 
 
 def test_rule_embedding_threshold_follows_init_std_factor():
-    table = ParamSignal(name="e", cell="e", cell_type="Embedding", role=rules.EMBEDDING, shape=(100, 8), std=12.0,
+    table = ParamSignal(name="e", cell="e", cell_type="Embedding", role=signals.EMBEDDING, shape=(100, 8), std=12.0,
                         fresh_draw=True)
     assert rules.poor_initialization([table], DoctorConfig())
     assert not rules.poor_initialization([table], DoctorConfig(init_std_factor=20.0))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from mindspore import mint, nn, ops
 
-from mindspore_doctor.static.inspector import lint, lint_source
+from mindspore_doctor.runners.lint import lint, lint_source
 
 from test_static_layers import _line_of, _only
 

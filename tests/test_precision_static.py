@@ -19,7 +19,8 @@ from mindspore.common.initializer import Normal
 from mindspore_doctor import Doctor, check_data, lint
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.rules import parameters as rules
-from mindspore_doctor.static.inspector import lint_source
+from mindspore_doctor.static import signals
+from mindspore_doctor.runners.lint import lint_source
 from test_static_parameters import TiedLM
 
 mindcv = pytest.importorskip("mindcv")
@@ -159,15 +160,17 @@ def test_every_block_of_a_very_deep_network_is_followed():
 
 
 def test_rule_scale_reset_kinds():
-    base = dict(name="fc.weight", cell="fc", cell_type="Dense", role=rules.WEIGHT, shape=(100, 100), fan_in=100,
+    base = dict(name="fc.weight", cell="fc", cell_type="Dense", role=signals.WEIGHT, shape=(100, 100), fan_in=100,
                 fan_out=100, activation="ReLU")
     small, large = (2 / 100) ** 0.5 / 20, (2 / 100) ** 0.5 * 20
-    for reset in (rules.NORM, rules.ACTIVATION_NORM, rules.SOFTMAX, rules.RESIDUAL):
-        signals = [rules.ParamSignal(**base, std=small, scale_reset=reset), rules.ParamSignal(**{**base, "name": "o"})]
-        assert not rules.poor_initialization(signals, DoctorConfig())
-    for reset, fires in ((rules.NORM, False), (rules.ACTIVATION_NORM, True), (rules.RESIDUAL, True), (None, True)):
-        signals = [rules.ParamSignal(**base, std=large, scale_reset=reset)]
-        assert bool(rules.poor_initialization(signals, DoctorConfig())) == fires, reset
+    for reset in (signals.NORM, signals.ACTIVATION_NORM, signals.SOFTMAX, signals.RESIDUAL):
+        params = [signals.ParamSignal(**base, std=small, scale_reset=reset),
+                  signals.ParamSignal(**{**base, "name": "o"})]
+        assert not rules.poor_initialization(params, DoctorConfig())
+    for reset, fires in ((signals.NORM, False), (signals.ACTIVATION_NORM, True), (signals.RESIDUAL, True),
+                         (None, True)):
+        params = [signals.ParamSignal(**base, std=large, scale_reset=reset)]
+        assert bool(rules.poor_initialization(params, DoctorConfig())) == fires, reset
 
 
 # --- MSD101: alias vs sharing ----------------------------------------------------------------------
@@ -461,7 +464,7 @@ def test_the_same_kernel_trainable_is_judged_by_msd109():
 
 
 def _signal(name, cell, **kw):
-    return rules.ParamSignal(name=name, cell=cell, cell_type="Conv2d", role=rules.WEIGHT, shape=(1, 16, 1, 1),
+    return signals.ParamSignal(name=name, cell=cell, cell_type="Conv2d", role=signals.WEIGHT, shape=(1, 16, 1, 1),
                              requires_grad=False, in_optimizer=False, **kw)
 
 
@@ -490,10 +493,10 @@ def test_location_of_a_mindcv_parameter_named_before_its_cell_was_placed():
 
 
 def test_rule_parameter_location_adds_the_path_only_where_it_differs():
-    assert rules.parameter_location("stages.0.0.dwconv", "weight", "0.0.dwconv.weight") == {
+    assert signals.parameter_location("stages.0.0.dwconv", "weight", "0.0.dwconv.weight") == {
         "cell": "stages.0.0.dwconv", "parameter": "0.0.dwconv.weight", "parameter_path": "stages.0.0.dwconv.weight"}
-    assert rules.parameter_location("fc", "weight", "fc.weight") == {"cell": "fc", "parameter": "fc.weight"}
-    assert rules.parameter_location("", "w", "w") == {"cell": "", "parameter": "w"}
+    assert signals.parameter_location("fc", "weight", "fc.weight") == {"cell": "fc", "parameter": "fc.weight"}
+    assert signals.parameter_location("", "w", "w") == {"cell": "", "parameter": "w"}
 
 
 # --- MSD110: construct's first argument, parameterless cells -------------------------------------------
@@ -679,7 +682,7 @@ def test_usual_weight_decay_recipes_are_quiet(make):
 
 
 def test_rule_weight_decay_thresholds_come_from_the_config():
-    from mindspore_doctor.rules.parameters import DecayGroup, OptimizerSignal
+    from mindspore_doctor.static.signals import DecayGroup, OptimizerSignal
 
     signal = OptimizerSignal("Momentum", "sgd", decay_groups=(DecayGroup("", 0.2, ("w",)),))
     assert rules.weight_decay_out_of_range(signal, DoctorConfig())

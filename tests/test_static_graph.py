@@ -11,8 +11,9 @@ import pytest
 from mindspore import nn, ops
 
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.rules.graph import BroadcastSignal, broadcast_findings
-from mindspore_doctor.static.inspector import lint, lint_source
+from mindspore_doctor.rules.graph import broadcast_findings
+from mindspore_doctor.static.signals import BroadcastSignal
+from mindspore_doctor.runners.lint import lint, lint_source
 
 import zoo
 from test_static_layers import _line_of, _only
@@ -627,7 +628,8 @@ def test_a_cell_with_parameters_unused_by_the_loss_fires_at_its_line():
 
 
 def test_rule_for_a_hand_written_loss_names_only_the_activation_it_needed():
-    from mindspore_doctor.rules.graph import OutputActivationSignal, loss_activation_findings
+    from mindspore_doctor.rules.graph import loss_activation_findings
+    from mindspore_doctor.static.signals import OutputActivationSignal
 
     unused = (("sigmoid", "Sigmoid"), ("log_softmax", "LogSoftmax"))
     signal = OutputActivationSignal("logits", "fc", "log", loss_cell="MyBCE", call="ops.log(p)", unused=unused)

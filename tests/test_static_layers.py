@@ -10,8 +10,9 @@ import numpy as np
 from mindspore import nn, ops
 
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.rules.layers import DropoutSignal, SoftmaxAxisSignal, dropout_findings, softmax_axis_findings
-from mindspore_doctor.static.inspector import lint, lint_source
+from mindspore_doctor.rules.layers import dropout_findings, softmax_axis_findings
+from mindspore_doctor.static.signals import DropoutSignal, SoftmaxAxisSignal
+from mindspore_doctor.runners.lint import lint, lint_source
 
 MINE = ("MSD104", "MSD105", "MSD113")
 

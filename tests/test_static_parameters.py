@@ -16,7 +16,8 @@ from mindspore.common.initializer import Normal
 from mindspore_doctor import lint
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.rules import parameters as rules
-from mindspore_doctor.rules.parameters import LossScaleSignal, LrGroup, OptimizerSignal, ParamSignal
+from mindspore_doctor.static import signals
+from mindspore_doctor.static.signals import LossScaleSignal, LrGroup, OptimizerSignal, ParamSignal
 
 import zoo
 
@@ -348,7 +349,7 @@ def test_resnet50_parameter_checks_are_fast():
 # --- pure rules on hand-built signals ------------------------------------------------------
 
 
-def param(name="fc.weight", cell="fc", role=rules.WEIGHT, **kw):
+def param(name="fc.weight", cell="fc", role=signals.WEIGHT, **kw):
     kw.setdefault("shape", (16, 8))
     return ParamSignal(name=name, cell=cell, cell_type="Dense", role=role, **kw)
 
@@ -367,7 +368,7 @@ def test_rule_frozen_groups_the_largest_fully_frozen_subtree():
         param("enc.b.w", "enc.b", requires_grad=False),
         param("head.w", "head"),
         param("head.v", "head", requires_grad=False),
-        param("enc.bn.moving_mean", "enc.bn", role=rules.BUFFER, requires_grad=False),
+        param("enc.bn.moving_mean", "enc.bn", role=signals.BUFFER, requires_grad=False),
     ]
     found = {f.location["cell"]: f for f in rules.frozen_parameter(params, DoctorConfig())}
     assert set(found) == {"enc", "head"}

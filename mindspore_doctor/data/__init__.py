@@ -1,11 +1,6 @@
-"""Data doctor: checks a bounded sample of the training (and eval) dataset (MSD301-MSD310).
+"""Data measurement: samples a bounded part of the training (and eval) dataset, column roles and statistics
+(``data/signals.py``); the MSD301-MSD310 rules judge them, ``mindspore_doctor.check_data`` runs both
+(``runners/check_data.py``).
 
-    report = check_data(train_ds, eval_ds=None, network=net)
-
-MindSpore is imported only when ``check_data`` runs.
+MindSpore is imported only when a dataset is sampled.
 """
-from __future__ import annotations
-
-from mindspore_doctor.data.check import check_data
-
-__all__ = ["check_data"]

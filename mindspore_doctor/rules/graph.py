@@ -6,86 +6,17 @@ Pure functions of plain signals (names, shapes, class names) and DoctorConfig.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
 
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
-
-
-@dataclass(frozen=True)
-class MaskedMean:
-    """The denominator counts the entries of a mask: the division is a masked mean."""
-
-    count: str
-    """The reduction as written (``mask.sum()``, ``self.mean(mask)``)."""
-    mask: str
-    """The mask as written at the reduction."""
-    evidence: str
-    """What makes it a mask, as written (``target != 0``, ``the argument `mask```)."""
-    axis: str | None = None
-    """The axis counted over when there is one count per row (an empty row gives 0/0); None: one count overall."""
-    labels: str | None = None
-    """The label argument the mask comes from (a batch can hold no valid label), else None."""
-    mean: bool = False
-    """The count is a mean (the fraction of valid entries): its guard is a small floor, not 1."""
-
-
-@dataclass(frozen=True)
-class DivisionSignal:
-    owner: str
-    """The cell path (or class name in source mode) whose construct divides."""
-    expression: str
-    denominator: str
-    reason: str
-    location: dict[str, Any] = field(default_factory=dict)
-    instances: int = 1
-    masked: MaskedMean | None = None
-    """Set when the denominator is a mask's count."""
-
-
-@dataclass(frozen=True)
-class OutputActivationSignal:
-    activation: str
-    """``softmax`` | ``log_softmax`` | ``sigmoid`` | ``logits`` (a linear layer) | ``unknown``."""
-    layer: str
-    """Cell path (or op) producing the network output."""
-    loss: str
-    """Loss class name; ``log`` for ``ops.log`` in a hand-written loss."""
-    location: dict[str, Any] = field(default_factory=dict)
-    loss_cell: str = ""
-    """A hand-written loss that passes the value on to ``loss`` (its class name), else empty."""
-    call: str = ""
-    """The call in ``loss_cell`` that receives it (``self.nll(log_probs, labels)``)."""
-    in_loss: bool = False
-    """``layer`` is an activation ``loss_cell`` applies itself (not the network output)."""
-    unused: tuple[tuple[str, str], ...] = ()
-    """(attribute, class) of the activations ``loss_cell`` defines and never applies (``("log_softmax",
-    "LogSoftmax")``)."""
-    switched_off: tuple[tuple[str, str, str], ...] = ()
-    """(cell path, class, ``if`` test) of activation cells of the network called only under a test that is false
-    on this instance (``("net.log_softmax", "LogSoftmax", "self.use_log_softmax")``): training never applies them."""
-
-
-@dataclass(frozen=True)
-class UnusedMemberSignal:
-    name: str
-    kind: str
-    """``cell`` or ``parameter``."""
-    type_name: str
-    location: dict[str, Any] = field(default_factory=dict)
-    discarded: bool = False
-    """construct calls the cell but drops its output (``aux = self.aux_head(h)``, never read)."""
-
-
-@dataclass(frozen=True)
-class BroadcastSignal:
-    output_shape: tuple[int, ...]
-    label_shape: tuple[int, ...]
-    loss: str
-    elementwise: bool
-    location: dict[str, Any] = field(default_factory=dict)
+from mindspore_doctor.static.signals import (
+    BroadcastSignal,
+    DivisionSignal,
+    MaskedMean,
+    OutputActivationSignal,
+    UnusedMemberSignal,
+)
 
 
 def _masked_mean_finding(s: DivisionSignal, m: MaskedMean) -> Finding:

@@ -5,39 +5,10 @@ in source mode) and where it is; no MindSpore object reaches this module.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
-
-
-@dataclass(frozen=True)
-class DropoutSignal:
-    name: str
-    drop_rate: float
-    via_keep_prob: bool
-    """The rate was given as the deprecated ``keep_prob`` (probability to KEEP)."""
-    location: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class BatchNormSignal:
-    name: str
-    use_batch_statistics: bool
-    setting: str
-    """The argument that fixes it, as written: ``use_batch_statistics=True`` (nn), ``track_running_stats=False``
-    (mint: no running statistics are kept, so batch statistics in eval too)."""
-    location: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class SoftmaxAxisSignal:
-    name: str
-    axis: int | tuple
-    log: bool
-    location: dict[str, Any] = field(default_factory=dict)
+from mindspore_doctor.static.signals import BatchNormSignal, DropoutSignal, SoftmaxAxisSignal
 
 
 def _pct(rate: float) -> str:

@@ -13,8 +13,8 @@ import ast
 import re
 from typing import Any
 
-from mindspore_doctor.rules import parameters as rules
 from mindspore_doctor.static.ast_cells import child_path, instance_truth, is_library_object, library_kind
+from mindspore_doctor.static.signals import ACTIVATION_NORM, NORM, RELU_LIKE, RESIDUAL, SATURATING, SOFTMAX
 from mindspore_doctor.static.ast_construct import (
     ConstructUnavailable,
     call_sites,
@@ -35,7 +35,7 @@ _LINEAR_CELL = re.compile(
     r"^(Dense|BiDense|Conv\dd(Transpose)?|Dropout(\dd)?|Identity|Flatten|Unflatten|\w*Pool\dd|\w*Pad\dd|Pad"
     r"|Upsample|PixelShuffle|PixelUnshuffle|ResizeBilinear)$"
 )
-_ACTIVATION_CELLS = rules.RELU_LIKE | rules.SATURATING | {"Swish", "Softplus", "HardSwish", "HardSigmoid"}
+_ACTIVATION_CELLS = RELU_LIKE | SATURATING | {"Swish", "Softplus", "HardSwish", "HardSigmoid"}
 
 _NORM_OPS = frozenset({"layernorm", "batchnorm", "groupnorm", "instancenorm", "l2normalize", "normalize", "rmsnorm"})
 _SOFTMAX_OPS = frozenset({"softmax", "logsoftmax", "softmin"})
@@ -75,10 +75,10 @@ def _marked(outcomes: Outcomes, nonlinear: bool = False, residual: bool = False)
 def _strength(outcome: tuple[str, bool, bool, str | None]) -> tuple[int, str | None]:
     end, nonlinear, residual, _ = outcome
     if end == "norm":
-        return (2, rules.ACTIVATION_NORM) if nonlinear else (3, rules.NORM)
+        return (2, ACTIVATION_NORM) if nonlinear else (3, NORM)
     if end == "softmax":
-        return 1, rules.SOFTMAX
-    return (1, rules.RESIDUAL) if residual else (0, None)
+        return 1, SOFTMAX
+    return (1, RESIDUAL) if residual else (0, None)
 
 
 class ScaleFlow:
@@ -92,7 +92,7 @@ class ScaleFlow:
 
     def scale_reset(self, paths: tuple[str, ...]) -> str | None:
         """How the scale of the output of the cell registered at ``paths`` is reset downstream (the weakest
-        over its paths): a ``rules`` kind (NORM, ACTIVATION_NORM, SOFTMAX, RESIDUAL), or None."""
+        over its paths): a scale-reset kind of ``signals`` (NORM, ACTIVATION_NORM, SOFTMAX, RESIDUAL), or None."""
         outcomes = frozenset().union(*(self._out(p) for p in paths))
         return min((_strength(o) for o in outcomes), default=(0, None))[1]
 

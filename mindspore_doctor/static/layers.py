@@ -5,7 +5,8 @@ Object mode reads the built layers (``nn.Dropout`` keeps the drop rate in its
 ``mindspore.mint`` layers are matched by their nn name, see ``library_kind``)
 and scans the construct of user cells for functional calls
 (``ops.dropout(x, p=0.9)``, ``ops.softmax(x, axis=0)``, ``mint.softmax(x, dim=0)``).
-Source mode scans every constructor and call of the file with the same AST parsers.
+Source mode scans every constructor and call of the file with the same AST parsers. The signals
+(``static/signals.py``) are judged by ``rules/layers.py``; ``runners/lint.py`` pairs the two.
 """
 from __future__ import annotations
 
@@ -15,14 +16,6 @@ from functools import lru_cache
 from typing import Any
 
 from mindspore_doctor.findings import Finding
-from mindspore_doctor.rules.layers import (
-    BatchNormSignal,
-    DropoutSignal,
-    SoftmaxAxisSignal,
-    batchnorm_findings,
-    dropout_findings,
-    softmax_axis_findings,
-)
 from mindspore_doctor.static.ast_cells import (
     attribute_values,
     init_labels,
@@ -45,8 +38,8 @@ from mindspore_doctor.static.ast_construct import (
     self_attribute,
     softmax_call,
 )
-from mindspore_doctor.checks import Check
 from mindspore_doctor.static.context import LintContext, SourceContext
+from mindspore_doctor.static.signals import BatchNormSignal, DropoutSignal, SoftmaxAxisSignal
 
 Site = tuple[str, Any, dict[str, Any]]
 """(display name, parsed call site or measured value, location)."""
@@ -126,16 +119,18 @@ def _dropout_signals(sites: list[Site]) -> list[DropoutSignal]:
     return [DropoutSignal(name, s.drop_rate, s.via_keep_prob, loc) for name, s, loc in sites]
 
 
-def check_dropout(ctx: LintContext) -> list[Finding]:
+def dropout_signals(ctx: LintContext) -> tuple[list[DropoutSignal], list[Finding]]:
+    """Every Dropout's rate (layers, held primitives, functional calls), and MSD002 for the user cells whose
+    construct could not be read."""
     signals = [_dropout_layer_signal(p, c) for p, c in _library_cells(ctx, *_DROPOUT_CELLS)]
     for name, prim, loc in _held_primitives(ctx, "Dropout", "Dropout2D", "Dropout3D"):
         signals.append(DropoutSignal(name, round(1.0 - float(prim.attrs["keep_prob"]), 6), True, loc))
     sites, skips = _construct_sites(ctx, dropout_call, "dropout-rate", ("MSD104",))
-    return dropout_findings(signals + _dropout_signals(sites), ctx.config) + skips
+    return signals + _dropout_signals(sites), skips
 
 
-def check_dropout_source(ctx: SourceContext) -> list[Finding]:
-    return dropout_findings(_dropout_signals(_source_sites(ctx, dropout_call)), ctx.config)
+def dropout_source_signals(ctx: SourceContext) -> list[DropoutSignal]:
+    return _dropout_signals(_source_sites(ctx, dropout_call))
 
 
 # --- MSD105 ----------------------------------------------------------------------------
@@ -147,7 +142,7 @@ def _batchnorm_owner(ctx: LintContext, path: str) -> str:
     return parent if type(ctx.cells.get(parent)).__name__ == "BatchNorm3d" else path
 
 
-def check_batchnorm(ctx: LintContext) -> list[Finding]:
+def batchnorm_signals(ctx: LintContext) -> list[BatchNormSignal]:
     signals = {}
     for path, cell in ctx.cells.items():
         if not (is_library_object(cell) and type(cell).__name__.startswith("BatchNorm")):
@@ -156,7 +151,7 @@ def check_batchnorm(ctx: LintContext) -> list[Finding]:
         if fixed is not None:
             owner = _batchnorm_owner(ctx, path)
             signals[owner] = BatchNormSignal(owner, *fixed, {"cell": owner})
-    return batchnorm_findings(list(signals.values()), ctx.config)
+    return list(signals.values())
 
 
 _RECURRENT_CELLS = frozenset({"LSTM", "GRU", "RNN"})
@@ -227,10 +222,9 @@ def mode_dependent_cells(network: Any) -> dict[str, str]:
     return found
 
 
-def check_batchnorm_source(ctx: SourceContext) -> list[Finding]:
+def batchnorm_source_signals(ctx: SourceContext) -> list[BatchNormSignal]:
     sites = _source_sites(ctx, batchnorm_call)
-    return batchnorm_findings([BatchNormSignal(n, s.use_batch_statistics, s.setting, loc) for n, s, loc in sites],
-                              ctx.config)
+    return [BatchNormSignal(n, s.use_batch_statistics, s.setting, loc) for n, s, loc in sites]
 
 
 # --- MSD113 ----------------------------------------------------------------------------
@@ -246,7 +240,7 @@ def _softmax_signals(sites: list[Site]) -> list[SoftmaxAxisSignal]:
     return [SoftmaxAxisSignal(name, s.axis, s.log, loc) for name, s, loc in sites]
 
 
-def check_softmax_axis(ctx: LintContext) -> list[Finding]:
+def softmax_axis_signals(ctx: LintContext) -> tuple[list[SoftmaxAxisSignal], list[Finding]]:
     signals = []
     for path, cell in _library_cells(ctx, "Softmax", "LogSoftmax"):
         prim = getattr(cell, "softmax", None) or getattr(cell, "log_softmax", None)
@@ -259,20 +253,9 @@ def check_softmax_axis(ctx: LintContext) -> list[Finding]:
     for name, prim, loc in _held_primitives(ctx, "Softmax", "LogSoftmax"):
         signals.append(SoftmaxAxisSignal(name, _axis(prim.attrs["axis"]), prim.name == "LogSoftmax", loc))
     sites, skips = _construct_sites(ctx, softmax_call, "softmax-axis", ("MSD113",))
-    return softmax_axis_findings(signals + _softmax_signals(sites), ctx.config) + skips
+    return signals + _softmax_signals(sites), skips
 
 
-def check_softmax_axis_source(ctx: SourceContext) -> list[Finding]:
-    return softmax_axis_findings(_softmax_signals(_source_sites(ctx, softmax_call)), ctx.config)
+def softmax_axis_source_signals(ctx: SourceContext) -> list[SoftmaxAxisSignal]:
+    return _softmax_signals(_source_sites(ctx, softmax_call))
 
-
-CHECKS = [
-    Check("dropout-rate", ("MSD104",), check_dropout),
-    Check("batchnorm-statistics", ("MSD105",), check_batchnorm),
-    Check("softmax-axis", ("MSD113",), check_softmax_axis),
-]
-SOURCE_CHECKS = [
-    Check("dropout-rate", ("MSD104",), check_dropout_source),
-    Check("batchnorm-statistics", ("MSD105",), check_batchnorm_source),
-    Check("softmax-axis", ("MSD113",), check_softmax_axis_source),
-]

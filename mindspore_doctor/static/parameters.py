@@ -3,7 +3,7 @@
 Walks the cell tree of the linted network (every registration path, so a cell
 registered twice is seen twice), the optimizer and, when ``lint`` receives a
 train cell, its loss-scale attributes; turns them into the plain signals of
-``rules/parameters.py`` and lets those rules judge. Tensors are copied to host
+``static/signals.py`` that the rules of ``rules/parameters.py`` judge. Tensors are copied to host
 only for parameters whose init is judged and for frozen ones (is it still at
 its initial value?). How often each cell runs per forward pass (MSD101), which raw parameters are read as
 tables or multiplied as weights, and where each layer's output goes (MSD109; for MSD102 the normalization
@@ -19,10 +19,7 @@ from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
-from mindspore_doctor.findings import Finding
-from mindspore_doctor.rules import parameters as rules
-from mindspore_doctor.rules.parameters import DecayGroup, LossScaleSignal, LrGroup, OptimizerSignal, ParamSignal
-from mindspore_doctor.checks import Check, CheckSkipped
+from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.static.ast_cells import instance_truth, is_library_object, library_kind
 from mindspore_doctor.static.ast_construct import (
     ConstructUnavailable,
@@ -35,6 +32,25 @@ from mindspore_doctor.static.ast_construct import (
     norm_name,
 )
 from mindspore_doctor.static.dataflow import ScaleFlow
+from mindspore_doctor.static.signals import (
+    BIAS,
+    BUFFER,
+    EMBEDDING,
+    INIT_CHECKED,
+    NORM_BETA,
+    NORM_GAMMA,
+    OTHER,
+    RECURRENT,
+    RELU_LIKE,
+    SATURATING,
+    TRAINABLE_LOOKING,
+    WEIGHT,
+    DecayGroup,
+    LossScaleSignal,
+    LrGroup,
+    OptimizerSignal,
+    ParamSignal,
+)
 from mindspore_doctor.static.context import LintContext
 
 _MAX_PATHS = 50_000
@@ -116,20 +132,20 @@ def _role(cell: Any, key: str, param: Any) -> str:
     lowered = key.lower()
     if any(_NORM_CLASS.search(n) for n in names):
         if lowered in ("gamma", "weight"):
-            return rules.NORM_GAMMA
-        return rules.NORM_BETA if lowered in ("beta", "bias") else rules.BUFFER
+            return NORM_GAMMA
+        return NORM_BETA if lowered in ("beta", "bias") else BUFFER
     if param.dtype not in (ms.float16, ms.float32, ms.float64, ms.bfloat16):
-        return rules.BUFFER
+        return BUFFER
     if "bias" in lowered:
-        return rules.BIAS
+        return BIAS
     if len(param.shape) < 2:
-        return rules.OTHER
+        return OTHER
     if any("Embedding" in n for n in names):
-        return rules.EMBEDDING
+        return EMBEDDING
     if _RECURRENT_CLASSES.intersection(names):
-        return rules.RECURRENT
+        return RECURRENT
     if _FAN_KNOWN_CLASSES.intersection(names) or "weight" in lowered or "kernel" in lowered:
-        return rules.WEIGHT
+        return WEIGHT
     return _raw_role(cell, key, param)
 
 
@@ -154,26 +170,26 @@ def _raw_role(cell: Any, key: str, param: Any) -> str:
     embedding lookup is an embedding, a matmul or conv operand a weight (``ops.matmul(x, self.w)``).
     A frozen one counts only when its values look randomly drawn: frozen raw matrices are often constants."""
     if is_library_object(cell) or (not param.requires_grad and not _random_like(param)):
-        return rules.OTHER
+        return OTHER
     try:
         source = class_source(type(cell))
     except ConstructUnavailable:
-        return rules.OTHER
+        return OTHER
     for func, node in attribute_loads(source, key):
         flow = function_flow(func)
         parent = flow.parents.get(node)
         if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.MatMult):
-            return rules.WEIGHT
+            return WEIGHT
         if isinstance(parent, ast.Subscript) and parent.value is node and _looked_up(parent.slice):
-            return rules.EMBEDDING
+            return EMBEDDING
         if isinstance(parent, ast.Call) and node in parent.args:
             op = norm_name(callee_identifier(parent.func if isinstance(parent.func, ast.Call) else parent) or "")
             table = _TABLE_ARGUMENT.get(op, 0)
             if op in _LOOKUP_OPS and len(parent.args) > table and parent.args[table] is node:
-                return rules.EMBEDDING
+                return EMBEDDING
             if op in _MULTIPLYING_OPS:
-                return rules.WEIGHT
-    return rules.OTHER
+                return WEIGHT
+    return OTHER
 
 
 _TABLE_ARGUMENT = {"embedding": 1}
@@ -209,7 +225,7 @@ def _following_activation(cell: Any, parent: Any, key: str) -> str | None:
     for following in keys[keys.index(key) + 1 :]:
         name = type(parent._cells[following]).__name__
         if not _SKIPPED_BETWEEN.search(name):
-            return name if name in rules.RELU_LIKE or name in rules.SATURATING else None
+            return name if name in RELU_LIKE or name in SATURATING else None
     return None
 
 
@@ -228,7 +244,7 @@ def host_array(param: Any, limit: int | None = None) -> np.ndarray | None:
 
 
 def _measure(param: Any, role: str, fan_in: int | None) -> dict[str, Any]:
-    if role not in rules.INIT_CHECKED or math.prod(param.shape) <= 1:
+    if role not in INIT_CHECKED or math.prod(param.shape) <= 1:
         return {}
     values = host_array(param)
     if values is None or values.size == 0:
@@ -236,9 +252,9 @@ def _measure(param: Any, role: str, fan_in: int | None) -> dict[str, Any]:
     low, high = values.min(), values.max()
     equal = bool(low == high)
     stats: dict[str, Any] = {"all_equal": equal, "constant": float(low) if equal else None}
-    if role == rules.WEIGHT and fan_in and not equal:
+    if role == WEIGHT and fan_in and not equal:
         stats["std"] = float(values.std(dtype=np.float64))
-    elif role == rules.EMBEDDING and not equal:
+    elif role == EMBEDDING and not equal:
         stats["std"] = float(values.std(dtype=np.float64))
         stats["fresh_draw"] = _fresh_draw(values.reshape(-1)[:_DRAW_SAMPLE])
     return stats
@@ -272,7 +288,7 @@ def _uniform_bounds(cell: Any, role: str) -> list[float]:
     """Bounds b of the uniform inits MindSpore gives a parameter of this role: the layers' default
     HeUniform(sqrt(5)) and bias init (1/sqrt(fan_in)), HeUniform (sqrt(6/fan_in)), XavierUniform, the
     fan_out modes, 'uniform'; 1/sqrt(hidden_size) for recurrent gates."""
-    if role == rules.RECURRENT or (role == rules.BIAS and _RECURRENT_CLASSES.intersection(_class_names(cell))):
+    if role == RECURRENT or (role == BIAS and _RECURRENT_CLASSES.intersection(_class_names(cell))):
         hidden = getattr(cell, "hidden_size", None)
         return [1 / math.sqrt(hidden)] if hidden else []
     weight = cell._params.get("weight")
@@ -285,7 +301,7 @@ def _uniform_bounds(cell: Any, role: str) -> list[float]:
 
 def _at_init(param: Any, cell: Any, role: str) -> bool | None:
     """Whether a (frozen) parameter still holds the values MindSpore initialises it with (MSD102)."""
-    values = host_array(param) if role in rules.TRAINABLE_LOOKING else None
+    values = host_array(param) if role in TRAINABLE_LOOKING else None
     return None if values is None else _values_at_init(values, cell, role)
 
 
@@ -298,11 +314,11 @@ def _values_at_init(values: np.ndarray, cell: Any, role: str) -> bool | None:
     not constant, or a uniform-shaped weight with a uniform init's spread that has moved past its bound.
     None: no known init matches (a Normal or long-trained weight), so nothing can be told.
     """
-    if role not in rules.TRAINABLE_LOOKING or values.size == 0:
+    if role not in TRAINABLE_LOOKING or values.size == 0:
         return None
     if values.min() == values.max():
         return True
-    if role in (rules.NORM_GAMMA, rules.NORM_BETA):
+    if role in (NORM_GAMMA, NORM_BETA):
         return False
     largest, spread = float(np.abs(values).max()), float(values.std(dtype=np.float64))
     sample = values.size >= 32
@@ -325,7 +341,7 @@ def _frozen_state(param: Any, cell: Any, role: str, paths: tuple[str, ...], flow
     its layer's output: one with trained scale/shift (not constant) was trained on what this layer computes,
     so the layer holds trained or loaded values too (a conv and its BatchNorm loaded from one checkpoint)."""
     state = _at_init(param, cell, role)
-    if state is None and role in rules.TRAINABLE_LOOKING:
+    if state is None and role in TRAINABLE_LOOKING:
         return False if any(_trained_norm(cells[path]) for path in flow.normalized_by(paths)) else None
     return state
 
@@ -359,7 +375,7 @@ def parameter_starts(network: Any, limit: int) -> Iterator[ParameterStart]:
                 continue
             seen.add(id(param))
             role = _role(cell, key, param)
-            sample = host_array(param, limit) if role in rules.TRAINABLE_LOOKING else None
+            sample = host_array(param, limit) if role in TRAINABLE_LOOKING else None
             if sample is not None:
                 yield ParameterStart(param.name, type(cell).__name__, role, tuple(int(d) for d in param.shape),
                                      bool(param.requires_grad), sample, _values_at_init(sample, cell, role))
@@ -383,13 +399,13 @@ def _fixed(param: Any, cell: Any, role: str) -> bool:
     """A frozen parameter of a fixed layer: the cell's frozen weight is a deterministic kernel (4+ values, not all
     equal, on a grid: mindyolo's DFL projection ``arange(reg_max)``), and this parameter is on a grid too (a
     zero bias beside it). A constant kernel alone is not fixed: it is what a constant init leaves."""
-    if param.requires_grad or role not in rules.TRAINABLE_LOOKING:
+    if param.requires_grad or role not in TRAINABLE_LOOKING:
         return False
     values = host_array(param)
     if values is None or not _on_grid(values):
         return False
     for key, weight, _ in _own_params(cell):
-        kernel = host_array(weight) if not weight.requires_grad and _role(cell, key, weight) == rules.WEIGHT else None
+        kernel = host_array(weight) if not weight.requires_grad and _role(cell, key, weight) == WEIGHT else None
         if kernel is not None and kernel.size >= 4 and kernel.min() != kernel.max() and _on_grid(kernel):
             return True
     return False
@@ -506,7 +522,7 @@ def _network_params(network: Any, held: list[Any] | None) -> list[ParamSignal]:
         param, cell = entry["param"], entry["cell"]
         shape = tuple(int(d) for d in param.shape)
         role = _role(cell, entry["param_key"], param)
-        fan_in, fan_out = _fans(cell, shape) if role == rules.WEIGHT else (None, None)
+        fan_in, fan_out = _fans(cell, shape) if role == WEIGHT else (None, None)
         direct = _fewest_wrappers(entry["paths"])
         owners = _computing_holders([(owner, [p for p in held if p in direct])
                                      for owner, held in entry["owners"].values() if direct.intersection(held)])
@@ -554,7 +570,7 @@ def _optimizer(ctx: LintContext) -> Any:
     return optimizer
 
 
-def _param_signals(ctx: LintContext) -> list[ParamSignal]:
+def param_signals(ctx: LintContext) -> list[ParamSignal]:
     """Measured once per lint and shared by the checks (the walk and host copies are the cost)."""
     cache = ctx.memo
     if _CACHE_KEY not in cache:
@@ -647,14 +663,14 @@ def _decay_groups(optimizer: Any, roles: dict[str, str]) -> tuple[DecayGroup, ..
         pairs = [(value if flag else 0.0, p) for value, flag, p in zip(values, flags, optimizer.parameters)]
     pairs = [(value, p) for value, p in ((_decay_value(v), p) for v, p in pairs) if value]
     users = _grouped(pairs, lambda value: value)
-    exempt = (rules.NORM_GAMMA, rules.NORM_BETA, rules.BIAS)
+    exempt = (NORM_GAMMA, NORM_BETA, BIAS)
     return tuple(
         DecayGroup(_label(index, len(users)), value, tuple(names), tuple(n for n in names if roles.get(n) in exempt))
         for index, (value, names) in enumerate(users)
     )
 
 
-def _optimizer_signal(ctx: LintContext) -> OptimizerSignal | None:
+def optimizer_signal(ctx: LintContext) -> OptimizerSignal | None:
     optimizer = _optimizer(ctx)
     if optimizer is None:
         return None
@@ -693,7 +709,7 @@ def _precision(network: Any) -> tuple[tuple[str, ...], bool]:
     return tuple(fp16), low
 
 
-def _loss_scale_signal(ctx: LintContext) -> LossScaleSignal | None:
+def loss_scale_signal(ctx: LintContext) -> LossScaleSignal | None:
     from mindspore import nn
 
     train = _train_cell(ctx)
@@ -721,24 +737,11 @@ def _loss_scale_signal(ctx: LintContext) -> LossScaleSignal | None:
     )
 
 
-def check_ownership(ctx: LintContext) -> list[Finding]:
-    params = _param_signals(ctx)
-    found = rules.shared_parameter(params, ctx.config) + rules.frozen_parameter(params, ctx.config)
-    optimizer = _optimizer_signal(ctx)
-    if optimizer is not None:
-        found += rules.foreign_optimizer_parameter(optimizer, ctx.config)
-    return found
-
-
-def check_initialization(ctx: LintContext) -> list[Finding]:
-    params = _param_signals(ctx)
-    return rules.zero_initialized_weight(params, ctx.config) + rules.poor_initialization(params, ctx.config)
-
-
-def check_learning_rate(ctx: LintContext) -> list[Finding]:
+def learning_rate_signal(ctx: LintContext) -> OptimizerSignal | None:
+    """The optimizer's learning rate per parameter group (MSD111); None without an optimizer."""
     optimizer = _optimizer(ctx)
     if optimizer is None:
-        return []
+        return None
     family, owner = _family(optimizer)
     if family is None:
         raise CheckSkipped(f"no sane learning-rate range is known for {type(optimizer).__name__}")
@@ -746,34 +749,18 @@ def check_learning_rate(ctx: LintContext) -> list[Finding]:
     if all(g.peak is None for g in groups):
         kinds = ", ".join(sorted({g.kind for g in groups}))
         raise CheckSkipped(f"the learning rate of {type(optimizer).__name__} is a {kinds} whose values cannot be read")
-    signal = OptimizerSignal(cls=type(optimizer).__name__, family=family, lr_groups=groups)
-    return rules.learning_rate_out_of_range(signal, ctx.config)
+    return OptimizerSignal(cls=type(optimizer).__name__, family=family, lr_groups=groups)
 
 
-def check_weight_decay(ctx: LintContext) -> list[Finding]:
+def weight_decay_signal(ctx: LintContext) -> OptimizerSignal | None:
+    """The optimizer's weight decay per group of parameters (MSD116); None when nothing is decayed."""
     optimizer = _optimizer(ctx)
     if optimizer is None:
-        return []
+        return None
     family, owner = _family(optimizer)
-    groups = _decay_groups(owner, {p.name: p.role for p in _param_signals(ctx)})
+    groups = _decay_groups(owner, {p.name: p.role for p in param_signals(ctx)})
     if not groups:
-        return []
+        return None
     if family is None:
         raise CheckSkipped(f"no usual weight-decay range is known for {type(optimizer).__name__}")
-    signal = OptimizerSignal(cls=type(optimizer).__name__, family=family, decay_groups=groups)
-    return rules.weight_decay_out_of_range(signal, ctx.config)
-
-
-def check_loss_scale(ctx: LintContext) -> list[Finding]:
-    signal = _loss_scale_signal(ctx)
-    return [] if signal is None else rules.loss_scale_misconfigured(signal, ctx.config)
-
-
-CHECKS = [
-    Check("parameter-ownership", ("MSD101", "MSD102", "MSD103"), check_ownership),
-    Check("initialization", ("MSD108", "MSD109"), check_initialization),
-    Check("learning-rate", ("MSD111",), check_learning_rate),
-    Check("weight-decay", ("MSD116",), check_weight_decay),
-    Check("loss-scale", ("MSD112",), check_loss_scale),
-]
-SOURCE_CHECKS: list = []
+    return OptimizerSignal(cls=type(optimizer).__name__, family=family, decay_groups=groups)

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from mindspore_doctor.rules.parameters import NORM_BETA, NORM_GAMMA, WEIGHT
 from mindspore_doctor.signals import StartState
 from mindspore_doctor.static.parameters import ParameterStart, host_array, parameter_starts
+from mindspore_doctor.static.signals import NORM_BETA, NORM_GAMMA, WEIGHT
 
 _SAMPLE = 16384
 """Values copied to the host per tensor (64 KiB): whole rows of a weight with a fan-in up to 1024, for test 4."""

@@ -97,7 +97,7 @@ class DoctorSession:
         self._run_info: dict[str, Any] = {}
         self._backbone: Any = None
         self._evaluator: Any = None  # probes.evaluation.Evaluator when eval_dataset is given
-        self._input_check: Any = None  # data.network_inputs.NetworkInputCheck: MSD304 held until the first step
+        self._input_check: Any = None  # runners.network_inputs.NetworkInputCheck: MSD304 held until the first step
         self._eval_target: tuple[Any, Any] = (None, None)  # (backbone, loss_fn) it evaluates
         self._args: Any = None  # the run's state object, for ending it from a signal handler
         self._ending = False
@@ -240,7 +240,7 @@ class DoctorSession:
         """Static lint with what only training has: the train cell (MSD112), a real batch (MSD114)."""
         from mindspore_doctor.data.sampling import first_batch_inputs
         from mindspore_doctor.static.graph import is_elementwise_loss
-        from mindspore_doctor.static.inspector import lint
+        from mindspore_doctor.runners.lint import lint
 
         config, sample = self.config, None
         if self._wanted("MSD114") and loss_fn is not None and is_elementwise_loss(loss_fn):
@@ -252,7 +252,7 @@ class DoctorSession:
                         train_network=train_network, config=config).findings)
 
     def _check_data(self, train_dataset: Any, backbone: Any, loss_fn: Any) -> None:
-        from mindspore_doctor.data.check import check_data_for_training
+        from mindspore_doctor.runners.check_data import check_data_for_training
 
         if train_dataset is not None:
             report, self._input_check = check_data_for_training(train_dataset, self.config.eval_dataset, backbone,

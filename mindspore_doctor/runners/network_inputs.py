@@ -22,6 +22,7 @@ from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.data.signals import DatasetSignals, DataSignals, FeatureStats
 from mindspore_doctor.data.stats import FeatureAccumulator, UnsupportedColumn, channel_view
 from mindspore_doctor.findings import Finding, Severity
+from mindspore_doctor.rules.data import _kurtosis, input_not_normalized
 
 PASS_THE_BATCH = (" In a hand-written loop that transforms the batch before the network, pass the batch the "
                   "network receives to `run.step(loss, *batch)` so the Doctor judges that instead.")
@@ -52,8 +53,6 @@ def _same_distribution(dataset: FeatureStats, received: FeatureStats, dataset_sa
     No minimum effect size, unlike MSD308: the two come from the same data, so any transform shows, and a
     batch the dataset's own zeros leave constant (a sparse feature) is judged by the dataset's spread.
     """
-    from mindspore_doctor.rules.data import _kurtosis
-
     spread = np.sqrt(1 / dataset_samples + 1 / received_samples)
     with np.errstate(all="ignore"):
         z_shift = np.abs(received.mean - dataset.mean) / (dataset.std * spread)
@@ -109,8 +108,6 @@ class NetworkInputCheck:
         return None
 
     def _judge_one(self, finding: Finding, arrays: list[np.ndarray]) -> Finding:
-        from mindspore_doctor.rules.data import input_not_normalized
-
         column = finding.location.get("column")
         dataset = self.dataset_features.get(column)
         array = self._received(column, arrays) if dataset is not None else None

@@ -16,6 +16,7 @@ from mindspore_doctor.data.signals import DataSignals, FeatureStats, NetworkSign
 from mindspore_doctor.data.stats import view_flat_images
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.checks import Check, CheckSkipped, run_checks, selector
+from mindspore_doctor.rules.data import RULES
 
 T = TypeVar("T")
 DATA_CODES = ("MSD205", *(f"MSD3{i:02d}" for i in range(1, 11)))
@@ -82,7 +83,7 @@ def check_data_for_training(train_ds: Any, eval_ds: Any, network: Any, loss_fn: 
     """``check_data`` at the start of training: the report without its MSD304 findings, and a
     ``NetworkInputCheck`` holding them (None when there are none) to be judged at the first step on the batch
     the network receives, which a hand-written loop may have transformed."""
-    from mindspore_doctor.data.network_inputs import NetworkInputCheck
+    from mindspore_doctor.runners.network_inputs import NetworkInputCheck
 
     report, signals, sample = _check(train_ds, eval_ds, network, loss_fn, config)
     held = [f for f in report.findings if f.code == "MSD304" and f.location.get("column") is not None]
@@ -129,8 +130,6 @@ def _check(train_ds: Any, eval_ds: Any, network: Any, loss_fn: Any,
 
 
 def _run_rules(signals: DataSignals, config: DoctorConfig, wanted: Callable[[str], bool]) -> list[Finding]:
-    from mindspore_doctor.rules.data import RULES
-
     checks = [Check(rule.__name__, (code,), partial(rule, config=config)) for code, rule in RULES]
     return run_checks(checks, signals, wanted)
 
