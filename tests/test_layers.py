@@ -1,5 +1,5 @@
 """The layout shows the architecture: no import circle (function-level imports included) and one direction,
-probes/static/data measure -> rules judge -> diagnosis/export format; the training adapters sit on top."""
+signals -> probes/static/data measure -> rules judge -> runners compose -> adapters and CLI; exporters format."""
 from __future__ import annotations
 
 import ast
@@ -84,6 +84,45 @@ def test_no_import_circle_even_through_function_level_imports():
 
 def _importers(prefix: str) -> dict[str, set[str]]:
     return {name: targets for name, targets in _imports().items() if name.startswith(prefix)}
+
+
+P = "mindspore_doctor."
+MEASURING = (P + "static", P + "data", P + "probes")
+RULES = (P + "rules",)
+RUNNERS = (P + "runners", P + "sanity_checks", P + "tuner")
+ADAPTERS = (P + "training", P + "cli", P + "demo", P + "distributed")
+EXPORTERS = (P + "export", P + "diagnosis")
+
+STILL_JUDGING = {P + "static.graph": {P + "rules.graph", P + "rules.parameters"}}
+"""The static checks that still call their rule themselves (issue 27: the lint runner is to pair graph's signals
+with ``rules/graph.py`` as it does for ``parameters`` and ``layers``)."""
+
+
+def _within(module: str, layers: tuple[str, ...]) -> bool:
+    return any(module == layer or module.startswith(layer + ".") for layer in layers)
+
+
+def _reaching(layer: tuple[str, ...], forbidden: tuple[str, ...]) -> dict[str, set[str]]:
+    """The modules of ``layer`` that import (at module or function level) a module of ``forbidden``, other than the
+    plain signal modules (``*.signals``), which sit at the bottom whatever package holds them."""
+    return {name: found for name, targets in _imports().items() if _within(name, layer)
+            if (found := {t for t in targets if _within(t, forbidden) and not t.endswith(".signals")})}
+
+
+def test_measuring_layers_never_import_the_layers_above():
+    """static/, data/ and probes/ produce signals: they import no rule, runner, adapter or exporter."""
+    reaching = _reaching(MEASURING, RULES + RUNNERS + ADAPTERS + EXPORTERS)
+    assert reaching == STILL_JUDGING
+
+
+def test_rules_never_import_measuring_layers_runners_adapters_or_exporters():
+    assert _reaching(RULES, MEASURING + RUNNERS + ADAPTERS + EXPORTERS) == {}
+
+
+def test_the_layer_test_sees_function_level_imports():
+    """An import inside a function counts as much as one at the top (the runners import lazily)."""
+    sources = {name: set(targets) for name, targets in _imports().items()}
+    assert P + "runners.network_inputs" in sources[P + "runners.check_data"]  # imported inside a function only
 
 
 def test_rules_judge_numbers_only():
