@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mindspore_doctor.library import is_mindspore_class
+
 LOSS_FAMILIES = {
     "logits": ("BCEWithLogitsLoss", "MultiLabelSoftMarginLoss"),
     "probabilities": ("BCELoss",),
@@ -95,7 +97,7 @@ def is_classification_loss(loss_fn: Any, by_name: bool = False) -> bool:
 def loss_family(loss_fn: Any) -> tuple[str | None, int | None]:
     """(family, ignore_index) of the first MindSpore loss in ``loss_fn`` (itself or a cell it wraps)."""
     for _, cell in loss_fn.cells_and_names() if hasattr(loss_fn, "cells_and_names") else ():
-        if not type(cell).__module__.startswith("mindspore."):
+        if not is_mindspore_class(type(cell)):
             continue
         family = next((f for f, names in LOSS_FAMILIES.items() if type(cell).__name__ in names), None)
         if family is not None:

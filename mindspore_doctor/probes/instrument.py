@@ -40,6 +40,7 @@ from mindspore import Parameter, Tensor, nn, ops
 from mindspore.ops import composite as C
 from mindspore.ops import functional as F
 
+from mindspore_doctor.library import mindspore_classes
 from mindspore_doctor.probes.swap import CannotProbe, probed_class, swap
 from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationStats, StepSignals
 
@@ -224,8 +225,8 @@ def activation_stats(kind: str, sample: np.ndarray, order: int) -> ActivationSta
 
 def activation_kind(cell: Any) -> str | None:
     """The kind of a MindSpore activation cell, or of a user subclass of one; None for any other cell."""
-    library = (c for c in type(cell).__mro__ if c.__module__.startswith("mindspore."))
-    return next((ACTIVATION_KINDS[c.__name__] for c in library if c.__name__ in ACTIVATION_KINDS), None)
+    return next((ACTIVATION_KINDS[c.__name__] for c in mindspore_classes(type(cell)) if c.__name__ in ACTIVATION_KINDS),
+                None)
 
 
 def _gradients_first(optimizer_class: type) -> None:
@@ -289,9 +290,9 @@ def _gradients_left_unread(network: nn.Cell, optimizer: nn.Cell) -> list[str]:
         return []
     if isinstance(optimizer, nn.Optimizer) and type(optimizer).decay_weight is not nn.Optimizer.decay_weight:
         return [p.name for p in optimizer.parameters if p.name in decayed]
-    recurrent = {p.name for _, cell in network.cells_and_names() if any(
-        c.__module__.startswith("mindspore.") and any(k in c.__name__ for k in ("LSTM", "GRU", "RNN"))
-        for c in type(cell).__mro__) for p in cell.get_parameters()}
+    recurrent = {p.name for _, cell in network.cells_and_names()
+                 if any(k in c.__name__ for c in mindspore_classes(type(cell)) for k in ("LSTM", "GRU", "RNN"))
+                 for p in cell.get_parameters()}
     return [p.name for p in optimizer.parameters if p.name in recurrent and (decayed is None or p.name in decayed)]
 
 

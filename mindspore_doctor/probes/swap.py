@@ -28,6 +28,8 @@ from typing import Any
 
 import mindspore as ms
 
+from mindspore_doctor.library import is_mindspore_class
+
 PROBED_MARK = "_msd_base"
 """Class attribute of every probed class: the user's class it stands in for."""
 
@@ -43,10 +45,6 @@ def user_class(cell: Any) -> type:
 
 def is_probed(cell: Any) -> bool:
     return PROBED_MARK in type(cell).__dict__
-
-
-def _is_library(cls: type) -> bool:
-    return cls.__module__.split(".")[0] == "mindspore"
 
 
 def _functions(cls: type) -> list[Callable[..., Any]]:
@@ -123,7 +121,7 @@ def probed_class(base: type, probed_construct: Callable[..., Any], extra: dict[s
     construct = _copy(probed_construct, name="construct")
     members = {"construct": ms.jit(construct) if _jitted(base) else construct, PROBED_MARK: base,
                "__module__": base.__module__, "_msd_inner": base.construct, **(extra or {})}
-    if _is_library(base):
+    if is_mindspore_class(base):
         # MindSpore's own classes: no bare super() in their constructs; the name is kept for messages and rules.
         return _subclass(base, members)
     forms = set().union(set(), *map(_super_forms, _functions(base)))

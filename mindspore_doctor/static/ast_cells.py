@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator
 
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.findings import Finding
+from mindspore_doctor.library import is_mindspore_class
 from mindspore_doctor.static.ast_construct import (
     AttributeValue,
     ClassSource,
@@ -27,7 +28,7 @@ def is_library_object(obj: Any) -> bool:
     """MindSpore's own cells and primitives, and user subclasses that keep MindSpore's
     ``construct`` (their forward pass is trusted, not linted)."""
     owner = next((k for k in type(obj).__mro__ if "construct" in k.__dict__), type(obj))
-    return (owner.__module__ or "").split(".")[0] == "mindspore"
+    return is_mindspore_class(owner)
 
 
 _MINT_RENAMED = {"Linear": "Dense"}
@@ -39,7 +40,7 @@ def library_kind(cls: type) -> str:
     with an ``Ext`` suffix (``mint.nn.Dropout`` is ``DropoutExt``, ``mint.nn.LayerNorm`` ``LayerNormExt``), and
     ``mint.nn.Linear`` is ``nn.Dense``. Other classes keep their name."""
     name = cls.__name__
-    if (cls.__module__ or "").split(".")[0] != "mindspore":
+    if not is_mindspore_class(cls):
         return name
     return _MINT_RENAMED.get(name, name[:-3] if name.endswith("Ext") else name)
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterator, Optional
 
+from mindspore_doctor.library import is_mindspore_class
+
 Resolver = Callable[[str], "str | None"]
 """Maps ``self.<attr>`` to the type name of what it holds (``"ReduceSum"``), or None."""
 AttributeValue = Callable[[str], object]
@@ -180,8 +182,7 @@ def _add_methods(source: ClassSource, classdef: ast.ClassDef) -> None:
 
 
 def _is_library_class(cls: type) -> bool:
-    module = getattr(cls, "__module__", "") or ""
-    return module.split(".")[0] in ("mindspore", "pybind11_builtins")
+    return is_mindspore_class(cls) or getattr(cls, "__module__", None) == "pybind11_builtins"
 
 
 # --- what the names of a file import ------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 
 from mindspore_doctor.cells import unwrap
 from mindspore_doctor.findings import Finding
+from mindspore_doctor.library import is_mindspore_module, mindspore_classes
 from mindspore_doctor.rules.graph import (
     BroadcastSignal,
     DivisionSignal,
@@ -211,7 +212,7 @@ def _mindspore_imports(tree: Any) -> set[str]:
     return {
         alias.asname or alias.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mindspore"
+        if isinstance(node, ast.ImportFrom) and is_mindspore_module(node.module)
         for alias in node.names
     }
 
@@ -359,8 +360,7 @@ def _traced(cell: Any, path: str, expr: Any, line: int, values: LocalValues, dep
 def _library_name(loss: Any) -> str:
     """``class MyCE(nn.CrossEntropyLoss)`` that keeps MindSpore's construct is a ``CrossEntropyLoss``; so is
     ``mint.nn.CrossEntropyLoss``."""
-    return next((library_kind(k) for k in type(loss).__mro__ if (k.__module__ or "").split(".")[0] == "mindspore"),
-                type(loss).__name__)
+    return next((library_kind(k) for k in mindspore_classes(type(loss))), type(loss).__name__)
 
 
 def _unused_activations(loss: Any, source: ClassSource) -> tuple[tuple[str, str], ...]:
