@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,6 +22,8 @@ import numpy as np
 from mindspore_doctor.cells import is_classification_loss
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding, Report, Severity
+from mindspore_doctor.loading import load_attr
+from mindspore_doctor.progress import Progress
 
 LR_SUGGESTION_DIVISOR = 10.0
 """Suggested lr = lr at the minimum of the smoothed range-test loss / this (fast.ai's rule of thumb)."""
@@ -31,28 +32,6 @@ LR_SMOOTHING = 0.7
 LR_EXPLODE_FACTOR = 4.0
 """The range test stops once the smoothed loss exceeds this multiple of its minimum."""
 Build = Callable[[], tuple[Any, Any, Any]]
-
-
-class Progress:
-    """A plain ``\\r`` progress bar on stderr; where stderr is not a terminal, one line per phase."""
-
-    def __init__(self, label: str, total: int, enabled: bool = True) -> None:
-        self.label, self.total, self.enabled = label, max(1, total), enabled
-        self._tty = enabled and sys.stderr.isatty()
-        self._start = time.perf_counter()
-
-    def update(self, done: int, note: str = "") -> None:
-        if self._tty:
-            filled = int(20 * done / self.total)
-            sys.stderr.write(f"\r{self.label:<18}[{'#' * filled}{'.' * (20 - filled)}] {done}/{self.total} {note}  ")
-            sys.stderr.flush()
-
-    def close(self, note: str = "") -> None:
-        if self.enabled:
-            prefix = "\r" if self._tty else ""
-            sys.stderr.write(f"{prefix}{self.label:<18}done in {time.perf_counter() - self._start:.1f}s {note}"
-                             f"{' ' * 24}\n")
-            sys.stderr.flush()
 
 
 def _train_step(net: Any, loss_fn: Any, optimizer: Any) -> Any:
@@ -79,16 +58,6 @@ def _run(step: Any, batch: Sequence[np.ndarray]) -> float:
     out = step(*(Tensor(x) for x in batch))
     out = out[0] if isinstance(out, (tuple, list)) else out
     return float(np.asarray(out.asnumpy(), dtype=np.float64).mean())
-
-
-def _scalar_lr(optimizer: Any) -> float | None:
-    """The optimizer's single float learning rate (None for schedules and per-group rates)."""
-    from mindspore import Parameter
-
-    lr = getattr(optimizer, "learning_rate", None)
-    if not isinstance(lr, Parameter) or lr.shape not in ((), (1,)) or getattr(optimizer, "is_group_lr", False):
-        return None
-    return float(np.asarray(lr.asnumpy()).reshape(-1)[0])
 
 
 def _built(build: Build) -> tuple[Any, Any, Any]:
@@ -142,13 +111,14 @@ class _Session:
         return unexpected_initial_loss(history, self.config)
 
     def overfit_batch(self, _: Any) -> list[Finding]:
+        from mindspore_doctor.probes.learning_rate import fixed_learning_rate
         from mindspore_doctor.rules.evaluation import batch_not_fitted
 
         cfg = self.config
         batch = tuple(column[: cfg.overfit_batch_size] for column in self.batches[0])
         net, loss_fn, optimizer = _built(self.build)
         step = _train_step(net, loss_fn, optimizer)
-        lr = _scalar_lr(optimizer)
+        lr = fixed_learning_rate(optimizer)
         bar = Progress("overfit one batch", cfg.overfit_steps, self.progress)
         losses = [_run(step, batch)]
         target = max(cfg.overfit_loss_ratio * losses[0], 1e-3) if math.isfinite(losses[0]) else 1e-3
@@ -194,10 +164,11 @@ class _Session:
         from mindspore import Tensor, ops
 
         from mindspore_doctor.checks import CheckSkipped
+        from mindspore_doctor.probes.learning_rate import fixed_learning_rate
 
         net, loss_fn, optimizer = _built(self.build)
         lr_param = getattr(optimizer, "learning_rate", None)
-        if _scalar_lr(optimizer) is None:
+        if fixed_learning_rate(optimizer) is None:
             raise CheckSkipped("the optimizer's learning rate is a schedule or per-group; the range test needs a "
                                "single float learning rate")
         step = _train_step(net, loss_fn, optimizer)
@@ -319,15 +290,6 @@ def format_sanity_text(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _load_attr(spec: str, what: str) -> Any:
-    from mindspore_doctor.static.loader import LoadError, import_module, resolve_attr
-
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise LoadError(f"bad {what} {spec!r}; expected pkg.module:attr")
-    return resolve_attr(import_module(module_name), attr, spec)
-
-
 def add_sanity_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``msdoctor sanity`` (the CLI owns the parser, this module its options)."""
     parser.add_argument("build", metavar="BUILD", help="pkg.module:attr of a zero-argument factory returning "
@@ -349,8 +311,8 @@ def run_sanity_command(args: argparse.Namespace) -> int:
     from mindspore_doctor.static.loader import LoadError
 
     try:
-        build = _load_attr(args.build, "BUILD")
-        dataset = _load_attr(args.data, "--data")
+        build = load_attr(args.build, "BUILD")
+        dataset = load_attr(args.data, "--data")
     except LoadError as exc:
         print(f"msdoctor: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""The optimizer's learning rates on the host, per group, without advancing its schedule."""
+"""The optimizer's learning rates on the host, per group, without advancing its schedule; and its one fixed rate."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,6 +9,17 @@ from mindspore import Tensor
 from mindspore_doctor.probes.loss import host_scalar
 
 LearningRates = tuple[list[float], list[float | None], list[int]]
+
+
+def fixed_learning_rate(optimizer: Any) -> float | None:
+    """The ``nn.Optimizer``'s single fixed learning rate, read on the host (never through ``get_lr()``, which
+    advances ``global_step``); None for a schedule, a per-step list, per-group rates, or an optimizer without
+    ``learning_rate`` (``mint.optim``'s keep theirs in ``param_groups``): the rate a run starts from, for the run's
+    record, the tuner's search space and the sanity checks' range test, which sets it."""
+    rate = getattr(optimizer, "learning_rate", None)
+    if not isinstance(rate, Tensor) or rate.size != 1 or getattr(optimizer, "is_group_lr", False):
+        return None
+    return host_scalar(rate)
 
 
 def learning_rates(optimizer: Any) -> LearningRates | None:

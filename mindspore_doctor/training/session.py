@@ -31,7 +31,8 @@ from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.distributed import RankMonitor
 from mindspore_doctor.findings import Finding, Report, Severity
 from mindspore_doctor.lifecycle import Lifecycle
-from mindspore_doctor.probes.loss import DeferredLossReader, LossRead, StepLossReader, host_scalar
+from mindspore_doctor.probes.learning_rate import fixed_learning_rate, learning_rates
+from mindspore_doctor.probes.loss import DeferredLossReader, LossRead, StepLossReader
 from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 from mindspore_doctor.static.start_state import mark_trained, start_state
@@ -192,10 +193,9 @@ class DoctorSession:
     def _read_run_info(self, args: Any, backbone: Any, optimizer: Any, loss_fn: Any) -> None:
         """The run's configuration, for the dashboards (MindInsight lineage, TensorBoard HParams) and the report."""
         dataset = args.train_dataset
-        lr = getattr(optimizer, "learning_rate", None)
         self._run_info = {
             "optimizer": type(optimizer).__name__ if optimizer is not None else None,
-            "learning_rate": host_scalar(lr) if lr is not None and getattr(lr, "size", 0) == 1 else None,
+            "learning_rate": fixed_learning_rate(optimizer),
             "loss_function": type(loss_fn).__name__ if loss_fn is not None else None,
             "epoch": getattr(args, "epoch_num", None),
             "batch_size": dataset.get_batch_size() if dataset is not None else None,
@@ -370,8 +370,6 @@ class DoctorSession:
     def _read_learning_rate(self, signals: StepSignals) -> None:
         """The step's learning rate, and the schedule's peak so far, for the optimizer and for each of its groups:
         MSD210 judges updates as at the peak rate of the parameter's own group."""
-        from mindspore_doctor.probes.learning_rate import learning_rates
-
         read = learning_rates(self._optimizer)
         if read is None:
             return

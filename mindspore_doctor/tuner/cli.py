@@ -186,7 +186,7 @@ def format_tune_text(summary: dict[str, Any], limit: int = 10) -> str:
 def run_tune_command(args: argparse.Namespace) -> int:
     """``msdoctor tune``. Exit codes: 0 the study finished, 2 bad input, every trial failed or a worker failed (one
     line on stderr)."""
-    from mindspore_doctor.sanity_checks import _load_attr
+    from mindspore_doctor.loading import load_attr
     from mindspore_doctor.static.loader import LoadError
     from mindspore_doctor.tuner.study import TuneError, study_summary, tune
 
@@ -197,11 +197,11 @@ def run_tune_command(args: argparse.Namespace) -> int:
             raise TuneError("--jobs needs --storage: the workers share the study through its database")
         if args.tensorboard and not args.summary_dir:
             raise TuneError("--tensorboard needs --summary-dir: the trials' event files go into DIR/trial_NNN")
-        build = _load_attr(args.build, "BUILD")
+        build = load_attr(args.build, "BUILD")
         if not callable(build):
             raise TuneError(f"{args.build} is not callable; give build(params) returning (net, loss_fn, optimizer)")
-        train, evaluation, holdout = _datasets(_load_attr(args.data, "--data"))
-        space = args.space if args.space == "auto" else _load_attr(args.space, "--space")
+        train, evaluation, holdout = _datasets(load_attr(args.data, "--data"))
+        space = args.space if args.space == "auto" else load_attr(args.space, "--space")
 
         def mark_ready() -> None:
             with contextlib.suppress(OSError):  # the launcher stopped waiting and removed its directory

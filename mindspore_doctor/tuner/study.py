@@ -298,7 +298,7 @@ class _Trainer:
     def run(self, params: dict[str, Any], name: str, trial: Any = None) -> Trained:
         """Train one configuration with the Doctor (and the guard) inside; ``TrialFailed`` when the user's code
         raises (its progress line says so)."""
-        from mindspore_doctor.sanity_checks import Progress
+        from mindspore_doctor.progress import Progress
 
         bar = Progress(name, self.epochs, self.progress)
         try:
@@ -367,7 +367,7 @@ def _setup(trainer: _Trainer, given: dict[str, tuning.Knob] | None, progress: bo
     """Train the baseline, and without a ``given`` space run the range test and derive one from the findings:
     what the study's attribute stores."""
     from mindspore_doctor.diagnosis import diagnose
-    from mindspore_doctor.probes.loss import host_scalar
+    from mindspore_doctor.probes.learning_rate import fixed_learning_rate
     from mindspore_doctor.sanity_checks import sanity
 
     baseline = trainer.run({}, "baseline")
@@ -378,9 +378,8 @@ def _setup(trainer: _Trainer, given: dict[str, tuning.Knob] | None, progress: bo
     if knobs is None:
         checked = sanity(lambda: build_once(trainer.build, {}), _data_for(trainer.train_ds, {}), progress=progress)
         codes |= checked.codes()
-        lr = getattr(baseline.optimizer, "learning_rate", None)  # a schedule's is not one number: ignored
         knobs = tuning.auto_space(
-            codes, learning_rate=host_scalar(lr) if lr is not None and getattr(lr, "size", 0) == 1 else None,
+            codes, learning_rate=fixed_learning_rate(baseline.optimizer),  # a schedule's is not one number: None
             lr_suggestion=checked.meta.get("lr_range_test", {}).get("suggested_lr"),
             has_dropout=any(type(c).__name__ == "Dropout" for _, c in baseline.network.cells_and_names()),
             batch_sizes=() if _is_dataset(trainer.train_ds) else (16, 32, 64, 128))
