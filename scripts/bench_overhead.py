@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # benchmarks/ (nothing heavy is imported at module level)
+
+from benchmarks.overhead import EXPORTS, WARMUP, paired_custom_timing, paired_timing  # noqa: E402
+
 VARIANTS = ("plain", "doctor", "summary")
 MODELS = {"lenet": dict(steps=200, batch=32, shape=(1, 32, 32)), "resnet": dict(steps=60, batch=16, shape=(3, 16, 16))}
-WARMUP = 12
-EXPORTS = {"reports": {"mindinsight": False}, "mindinsight": {"mindinsight": True},
-           "tensorboard": {"mindinsight": False, "tensorboard": True}}
-"""``--exports``: the Doctor options of each paired variant with a ``summary_dir``. "reports": the JSON reports
-alone (written at each epoch end), over the default Doctor's; each dashboard export over "reports"."""
 
 
 def _arrays(model_name: str, steps: int) -> tuple:
@@ -80,7 +80,6 @@ def _model(model_name: str) -> Any:
 
 def _functional(model_name: str) -> tuple[Any, Any, Any, Callable[[Any, Any], Any]]:
     """The same seeded network, loss and optimizer, with the quick-start loop's ``@ms.jit`` step."""
-    sys.path.insert(0, str(ROOT))
     from benchmarks.faults.kit import quick_start_step
 
     model = _model(model_name)
@@ -149,148 +148,6 @@ def _paired(model_name: str, block: int, loop: str, loss_read: str, exports: boo
         return paired_custom_timing(lambda: _functional(model_name), batches, dataset, block, loss_read)
     return paired_timing(lambda: _model(model_name), batches, dataset, block, loss_read,
                          exports=tuple(EXPORTS) if exports else ())
-
-
-def _alternate(runners: dict[str, Callable[[list], None]], batches: list[tuple], block: int) -> dict[str, Any]:
-    """Run every variant over ``batches`` in blocks, their order rotating from block to block; the median step of
-    each (blocks after the compiling ones), and the Doctor's median and mean step over each other variant's."""
-    names = list(runners)
-    per_step: dict[str, list[float]] = {name: [] for name in names}
-    for number, start in enumerate(range(0, len(batches), block)):
-        part = batches[start:start + block]
-        shift = number % len(names)
-        for variant in names[shift:] + names[:shift]:
-            began = time.perf_counter()
-            runners[variant](part)
-            if number >= WARMUP // block + 1:  # the first blocks compile
-                per_step[variant].append((time.perf_counter() - began) / len(part))
-    median = {v: statistics.median(t) for v, t in per_step.items()}
-    mean = {v: statistics.fmean(t) for v, t in per_step.items()}
-    result: dict[str, Any] = {"steps": len(batches), "block": block,
-                              **{f"{name}_median_ms": median[name] * 1e3 for name in names}}
-    for reference in (n for n in names if n != "doctor" and not n.startswith("doctor+")):  # the Doctor's over it
-        suffix = "" if reference == "plain" else f"_{reference}"
-        result[f"median_ratio{suffix}"] = median["doctor"] / median[reference]
-        result[f"mean_ratio{suffix}"] = mean["doctor"] / mean[reference]
-    for export in (n for n in names if n.startswith("doctor+")):
-        result[f"{export}_mean_ratio"] = mean[export] / mean["plain"]
-    return result
-
-
-def paired_custom_timing(build: Callable[[], tuple], batches: list[tuple], dataset: Any, block: int,
-                         loss_read: str = "auto") -> dict:
-    """:func:`paired_timing` for the quick-start loop: copies of ``build()``'s (net, loss, optimizer, jit step),
-    the Doctor's watched through ``doctor.watch`` with ``run.step(loss, *batch)`` after each step. A third copy
-    reads its loss every step ("reading"): on CPU, MindSpore 2.10 runs a loop that never waits for its steps
-    several times slower than one that does (measured: the queued steps pile up), so the Doctor, which reads
-    the loss each step there, is compared with both."""
-    from mindspore_doctor import Doctor
-
-    plain_step = build()[3]
-    net, loss_fn, optimizer, doctored_step = build()
-    doctor = Doctor(loss_read=loss_read)
-    watching = doctor.watch(net, optimizer, loss_fn=loss_fn, train_dataset=dataset, epochs=1)
-    run = watching.__enter__()
-
-    reading_step = build()[3]
-
-    def plain_block(part: list) -> None:  # the quick start's loop: the loss read now and then
-        for inputs in part:
-            out = plain_step(*inputs)
-        out.asnumpy()
-
-    def reading_block(part: list) -> None:  # a loop that logs its loss every step
-        for inputs in part:
-            reading_step(*inputs).asnumpy()
-
-    def doctor_block(part: list) -> None:
-        for inputs in part:
-            out = doctored_step(*inputs)
-            run.step(out, *inputs)
-        out.asnumpy()
-
-    timing = _alternate({"plain": plain_block, "doctor": doctor_block, "reading": reading_block}, batches, block)
-    watching.__exit__(None, None, None)
-    return {**timing, "probe_steps": len(doctor.history.probed())}
-
-
-def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, block: int,
-                  loss_read: str = "auto", exports: tuple[str, ...] = ()) -> dict:
-    """Plain and Doctor steps alternated in blocks of ``block`` steps in ONE process.
-
-    ``build()`` returns a fresh ``Model``; both copies step through ``batches`` (one step each), the Doctor's
-    copy with ``dataset`` as its training set. Between processes, the same plain run varies by 10-30 % on this
-    machine (thread placement, other jobs), more than the Doctor's cost; two identical models stepped in
-    alternation see the same conditions. The Doctor gets exactly the callback calls ``Model.train`` makes
-    (``on_train_begin``, then ``on_train_step_begin``/``_end`` around each step), so its whole per-step cost is
-    timed: probes, the loss read, the rules on probe steps. Each block ends with a read of its last loss (the
-    device work is done). ``exports``: names in ``EXPORTS``, each one more Doctor-attached copy that writes that
-    export into a temporary ``summary_dir``; its cost per step (``<variant>_step_us``) is the time its hooks took
-    beyond those of the variant without it (see ``EXPORTS``), its epoch-end writes included.
-    """
-    from mindspore.train.callback import RunContext, _InternalCallbackParam
-
-    from mindspore_doctor import Doctor
-
-    steps = len(batches)
-
-    def fresh() -> Any:
-        model = build()
-        model._train_network.set_train()  # pylint: disable=protected-access (what Model.train does)
-        return model
-
-    def attached(options: dict[str, Any]) -> tuple[Any, RunContext, Callable[[list], None], list[float]]:
-        """A fresh copy with a Doctor, and its block runner."""
-        doctored = fresh()
-        cb = _InternalCallbackParam()
-        cb.train_network, cb.network = doctored._train_network, doctored._network  # pylint: disable=protected-access
-        cb.loss_fn, cb.optimizer = doctored._loss_fn, doctored._optimizer  # pylint: disable=protected-access
-        cb.train_dataset = dataset
-        cb.epoch_num, cb.batch_num, cb.cur_epoch_num, cb.cur_step_num = 1, steps, 1, 0
-        cb.mode, cb.dataset_sink_mode, cb.parallel_mode, cb.device_number = "train", False, "stand_alone", 1
-        context = RunContext(cb)
-        doctor = Doctor(loss_read=loss_read, **options)
-        doctor.on_train_begin(context)
-        hooks_s = [0.0]  # time inside the Doctor's step hooks
-
-        def doctor_block(part: list) -> None:
-            for inputs in part:
-                cb.cur_step_num += 1
-                cb.train_dataset_element = inputs
-                began = time.perf_counter()
-                doctor.on_train_step_begin(context)
-                hooks_s[0] += time.perf_counter() - began
-                cb.net_outputs = doctored._train_network(*inputs)  # pylint: disable=protected-access
-                began = time.perf_counter()
-                doctor.on_train_step_end(context)
-                hooks_s[0] += time.perf_counter() - began
-            cb.net_outputs.asnumpy()
-
-        return doctor, context, doctor_block, hooks_s
-
-    plain = fresh()
-
-    def plain_block(part: list) -> None:
-        for inputs in part:
-            out = plain._train_network(*inputs)  # pylint: disable=protected-access
-        out.asnumpy()
-
-    with tempfile.TemporaryDirectory() as tmp:
-        doctors = {"doctor": attached({})}
-        for name in exports:
-            doctors[f"doctor+{name}"] = attached({"summary_dir": f"{tmp}/{name}", "html_report": False,
-                                                  **EXPORTS[name]})
-        timing = _alternate({"plain": plain_block, **{name: d[2] for name, d in doctors.items()}}, batches, block)
-        for doctor, context, _, hooks_s in doctors.values():
-            began = time.perf_counter()
-            doctor.on_train_epoch_end(context)
-            hooks_s[0] += time.perf_counter() - began
-            doctor.on_train_end(context)
-        for name in doctors:
-            if name != "doctor":
-                base = "doctor" if name == "doctor+reports" else "doctor+reports"
-                timing[f"{name}_step_us"] = (doctors[name][3][0] - doctors[base][3][0]) / steps * 1e6
-    return {**timing, "probe_steps": len(doctors["doctor"][0].history.probed())}
 
 
 def _in_fresh_process(*arguments: str) -> dict:

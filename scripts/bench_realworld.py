@@ -6,247 +6,25 @@
     python scripts/bench_realworld.py --only nn_mlp_wine mindcv_convnext_digits --json out.json
     python scripts/bench_realworld.py --write-docs       # also rewrite the corpus section of docs/benchmark.md
 
-Each program in benchmarks/realworld/programs runs in its own process
-(``benchmarks.realworld.runner``): ``lint`` with sample inputs, then for trained
-programs a plain run whose effect check proves the model learns, the same run
-with ``Doctor()`` at its defaults (plus the program's eval split), and the
-paired step-time measurement of scripts/bench_overhead.py. Every warning or
-error finding on these healthy models is a false alarm unless
-docs/benchmark-notes.md explains it as a real problem.
+How each program runs and is scored: benchmarks/realworld/bench.py, which this command line drives.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-PROGRAMS = ROOT / "benchmarks" / "realworld" / "programs"
-DOC = ROOT / "docs" / "benchmark.md"
-ALARM = ("warning", "error")
-
-
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # benchmarks/ (nothing heavy is imported at module level)
 
-from benchmarks import load_script  # noqa: E402
-from benchmarks.realworld import lint_only  # noqa: E402
-
-
-def _faults() -> Any:
-    """scripts/bench_faults.py as a module: its answer-key reader, alarm filter and formatting."""
-    return load_script("bench_faults")
-
-
-def discover(only: list[str] | None, fast: bool) -> list[str]:
-    """Program modules and lint-only entries, sorted; with ``fast``, only those marked ``fast``."""
-    flags = {path.stem: _faults().literal_keywords(path).get("fast", False)
-             for path in PROGRAMS.glob("[a-z]*.py")}
-    flags.update({name: spec.fast for name, spec in lint_only.MODELS.items()})
-    names = sorted(name for name, is_fast in flags.items() if (not only or name in only) and (is_fast or not fast))
-    missing = set(only or ()) - set(names)
-    if missing:
-        raise SystemExit(f"unknown program(s): {', '.join(sorted(missing))}")
-    return names
-
-
-def run_one(name: str, workdir: Path, timeout_s: float, paired_steps: int, doctor_path: Path | None) -> dict[str, Any]:
-    out, log = workdir / f"{name}.json", workdir / f"{name}.log"
-    paths = [str(doctor_path) if doctor_path else None, str(ROOT), os.environ.get("PYTHONPATH")]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, paths)))
-    command = [sys.executable, "-m", "benchmarks.realworld.runner", name, "--out", str(out),
-               "--paired-steps", str(paired_steps)]
-    started = time.perf_counter()
-    with log.open("w") as sink:
-        try:
-            rc: Any = subprocess.run(command, cwd=workdir, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                     timeout=timeout_s).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-    if out.exists():
-        result = json.loads(out.read_text())
-    else:
-        result = {"name": name, "failed": f"runner exit {rc}",
-                  "log_tail": log.read_text(errors="replace").splitlines()[-15:]}
-    result["process_s"] = time.perf_counter() - started
-    return result
-
-
-# --- scoring ---------------------------------------------------------------------------------
-
-
-def _ratio(result: dict[str, Any], phase: str) -> float | None:
-    rss = result.get("rss_mb", {})
-    return rss[phase] / rss["plain"] if rss.get(phase) and rss.get("plain") else None
-
-
-def score(results: list[dict[str, Any]]) -> dict[str, Any]:
-    rows = []
-    for r in sorted(results, key=lambda r: r["name"]):
-        if "failed" in r:
-            rows.append({"name": r["name"], "failed": r["failed"], "log_tail": r.get("log_tail", [])})
-            continue
-        # The final report's severity counts: a transient training finding the lifecycle resolved by the end is
-        # info there (listed under "resolved"), unlike in the fault benchmark, where its detection is what counts.
-        alarms = {source: {f["code"] for f in r["findings"] if f["source"] == source and f["severity"] in ALARM}
-                  for source in ("lint", "doctor")}
-        doctor, paired = r.get("doctor", {}), r.get("paired", {})
-        rows.append({
-            "name": r["name"], "library": r["library"], "covers": r["covers"], "trained": r["trained"],
-            "fast": r["fault"]["fast"], "arch": r["fault"]["arch"], "data": r["fault"]["data"],
-            "lint_alarms": sorted(alarms["lint"]), "doctor_alarms": sorted(alarms["doctor"]),
-            "alarm_messages": [{"source": f["source"], "code": f["code"], "severity": f["severity"],
-                                "step": f["step"], "where": f["where"], "message": f["message"]}
-                               for f in r["findings"] if f["severity"] in ALARM],
-            "info": sorted({f["code"] for f in r["findings"] if f["severity"] == "info"}),
-            "resolved": sorted({f["code"] for f in r["findings"]
-                                if f["severity"] not in ALARM and f.get("original_severity") in ALARM}),
-            "lint_crashed": r.get("lint_crashed"),
-            "steps": r.get("plain", {}).get("steps"),
-            "effect_ok": r["effect"]["ok"] if r["trained"] else None,
-            "effect_reason": r.get("effect", {}).get("reason", ""),
-            "first_loss": r.get("plain", {}).get("first_loss"), "last_loss": r.get("plain", {}).get("last_loss"),
-            "metrics": r.get("plain", {}).get("metrics", {}),
-            "doctor_crashed": doctor.get("crashed"), "weights_identical": doctor.get("weights_identical"),
-            "step_ratio": paired.get("median_ratio"), "mean_step_ratio": paired.get("mean_ratio"),
-            "paired_failed": paired.get("failed"), "rss_ratio": _ratio(r, "doctor"),
-            "internal_errors": [f["message"] for f in r["findings"] if f["code"] == "MSD001"],
-            "process_s": r["process_s"],
-        })
-    valid = [row for row in rows if "failed" not in row]
-    trained = [row for row in valid if row["trained"]]
-    ratios = [row["step_ratio"] for row in trained if row["step_ratio"]]
-    rss = [row["rss_ratio"] for row in trained if row["rss_ratio"]]
-    return {"rows": rows, "totals": {
-        "programs": len(rows), "trained": len(trained), "linted_only": len(valid) - len(trained),
-        "architectures": len({row["arch"] for row in valid}),
-        "failed_to_run": [row["name"] for row in rows if "failed" in row],
-        "with_alarms": [row["name"] for row in valid if row["lint_alarms"] or row["doctor_alarms"]],
-        "lint_alarms": sum(len(row["lint_alarms"]) for row in valid),
-        "doctor_alarms": sum(len(row["doctor_alarms"]) for row in valid),
-        "effect_failures": [row["name"] for row in trained if not row["effect_ok"]],
-        "crashes": [row["name"] for row in valid if row["doctor_crashed"] or row["lint_crashed"]],
-        "internal_errors": [row["name"] for row in valid if row["internal_errors"]],
-        "weights_changed": [row["name"] for row in trained if row["weights_identical"] is False],
-        "weights_not_reproducible": [row["name"] for row in trained if row["weights_identical"] is None],
-        "median_step_ratio": statistics.median(ratios) if ratios else None,
-        "max_step_ratio": max(ratios) if ratios else None,
-        "median_rss_ratio": statistics.median(rss) if rss else None,
-        "max_rss_ratio": max(rss) if rss else None,
-    }}
-
-
-# --- output ----------------------------------------------------------------------------------
-
-
-def _weights(value: bool | None) -> str:
-    return {True: "identical", False: "CHANGED", None: "n/a"}[value]
-
-
-def _cell(text: str) -> str:
-    """``text`` inside a Markdown table cell: its pipes escaped (``|g|`` stays readable)."""
-    return text.replace("|", "\\|")
-
-
-def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
-    faults = _faults()
-    t = scored["totals"]
-    lines = [
-        _faults().REALWORLD_SECTION[0],
-        "## Real-code corpus",
-        "",
-        "Generated by `python scripts/bench_realworld.py --write-docs` (this section only); notes in",
-        "`docs/benchmark-notes.md`.",
-        "",
-        f"Run of {meta['date']} on {meta['machine']}: {t['programs']} healthy models ({t['architectures']} "
-        f"architectures) from maintained MindSpore model libraries and `mindspore.nn`, in {meta['seconds']:.0f} s "
-        f"with {meta['jobs']} parallel job(s). Every model is linted (`lint(net, loss_fn=, optimizer=, "
-        f"sample_inputs=)`); {t['trained']} are also trained with their library's recipe, plain and under "
-        "`Doctor()` at its defaults (with the eval split where there is one). Only warning and error findings count.",
-        "",
-        "| measure | value | target |",
-        "|---|---|---|",
-        f"| models with a warning/error finding | {len(t['with_alarms'])}/{t['programs']} | 0 |",
-        f"| warning/error codes from lint / from training | {t['lint_alarms']} / {t['doctor_alarms']} | 0 / 0 |",
-        f"| effect checks failed (model did not learn) | {len(t['effect_failures'])} | 0 |",
-        f"| lint or Doctor crashed / MSD001 internal errors | {len(t['crashes'])} / {len(t['internal_errors'])} | 0 / 0 |",
-        f"| final weights changed by the Doctor | {len(t['weights_changed'])} "
-        f"(not reproducible without it: {len(t['weights_not_reproducible'])}) | 0 |",
-        f"| Doctor / plain step time, paired, median (max) over trained models | {faults._pct(t['median_step_ratio'])} "
-        f"({faults._pct(t['max_step_ratio'])}) | |",
-        f"| Doctor / plain peak RSS, median (max), upper bound | {faults._pct(t['median_rss_ratio'])} "
-        f"({faults._pct(t['max_rss_ratio'])}) | |",
-        "",
-    ]
-    if t["failed_to_run"]:
-        lines += [f"Programs that did not produce a result: {', '.join(t['failed_to_run'])}.", ""]
-    lines += ["| model | library | covers | steps | lint alarms | training alarms | resolved by the end | effect | "
-              "step ratio | RSS ratio | weights |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row in scored["rows"]:
-        if "failed" in row:
-            lines.append(f"| {row['name']} | did not run: {row['failed']} | | | | | | | | | |")
-            continue
-        effect = "-" if row["effect_ok"] is None else "ok" if row["effect_ok"] else "FAILED"
-        lines.append(f"| {row['name']}{' ⚡' if row['fast'] else ''} | {row['library'].split(' (')[0]} | "
-                     f"{', '.join(row['covers'])} | {row['steps'] or 'lint only'} | {faults._codes(row['lint_alarms'])} | "
-                     f"{faults._codes(row['doctor_alarms']) if row['trained'] else '-'} | "
-                     f"{faults._codes(row['resolved'])} | {effect} | "
-                     f"{faults._pct(row['step_ratio'])} | {faults._pct(row['rss_ratio'])} | "
-                     f"{_weights(row['weights_identical']) if row['trained'] else '-'} |")
-    alarms = [(row["name"], a) for row in scored["rows"] if "failed" not in row for a in row["alarm_messages"]]
-    if alarms:
-        lines += ["", "| model | source | code | message |", "|---|---|---|---|"]
-        lines += [f"| {name} | {a['source']} | {a['code']} | {_cell(a['message'])} |" for name, a in alarms]
-        lines += ["", "Why each remaining finding is a real problem: `docs/benchmark-notes.md`, \"What remains\"."]
-    lines += ["", "⚡ = in the CI subset (`--fast`, `tests/test_realworld.py`). Step ratio: median Doctor step over the",
-              "median plain step, both stepped in alternating blocks of 10 in one process (`scripts/bench_overhead.py`'s",
-              "paired timing). RSS ratio: peak RSS after the Doctor run over peak RSS after the plain run of the same",
-              "process (an upper bound: the second run also compiles its own graph). Weights: final weights of the plain",
-              "and the Doctor run compared bit for bit (n/a: the program does not repeat itself even without the",
-              "Doctor, MindSpore's CPU Dropout). Resolved by the end: transient training findings (a warm-up",
-              "plateau or spike) that the Doctor logged while training and reported as resolved (info) at the end.",
-              _faults().REALWORLD_SECTION[1]]
-    return "\n".join(lines)
-
-
-def print_summary(scored: dict[str, Any]) -> None:
-    faults = _faults()
-    t = scored["totals"]
-    width = max((len(r["name"]) for r in scored["rows"]), default=10)
-    print(f"{'model':<{width}}  ok  steps  lint-alarms  training-alarms  effect  step-ratio  rss-ratio  weights")
-    for row in scored["rows"]:
-        if "failed" in row:
-            print(f"{row['name']:<{width}}  DID NOT RUN ({row['failed']})", *row["log_tail"][-5:], sep="\n    ")
-            continue
-        bad = row["lint_alarms"] or row["doctor_alarms"] or row["effect_ok"] is False or row["lint_crashed"]
-        effect = "-" if row["effect_ok"] is None else "ok" if row["effect_ok"] else "FAILED"
-        print(f"{row['name']:<{width}}  {'!!' if bad else 'ok'}  {row['steps'] or '-':>5}  "
-              f"{faults._codes(row['lint_alarms']):<11}  {faults._codes(row['doctor_alarms']):<15}  {effect:<6}  "
-              f"{faults._pct(row['step_ratio']):>10}  {faults._pct(row['rss_ratio']):>9}  "
-              f"{_weights(row['weights_identical']) if row['trained'] else '-'}  ({row['process_s']:.0f} s)")
-        for a in row["alarm_messages"]:
-            print(f"    {a['source']} {a['code']} {a['severity']} @{a['step']} {a['where']}: {a['message'][:200]}")
-        if row["effect_ok"] is False:
-            print(f"    EFFECT FAILED: {row['effect_reason'][:200]}")
-        if row["lint_crashed"] or row["doctor_crashed"]:
-            print(f"    CRASHED: {row['lint_crashed'] or row['doctor_crashed']}")
-    print(f"\n{t['programs']} models ({t['trained']} trained, {t['linted_only']} linted only, {t['architectures']} "
-          f"architectures): did not run {len(t['failed_to_run'])}, with alarms {len(t['with_alarms'])}, "
-          f"effect failures {len(t['effect_failures'])}, "
-          f"crashes {len(t['crashes'])}, MSD001 {len(t['internal_errors'])}, weights changed "
-          f"{len(t['weights_changed'])}, median step ratio {faults._pct(t['median_step_ratio'])}, "
-          f"median RSS ratio {faults._pct(t['median_rss_ratio'])}")
+from benchmarks.realworld.bench import discover, markdown, print_summary, run_one, score  # noqa: E402
+from benchmarks.report import DOC, run_meta, write_doc, write_json  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render:
         saved = json.loads(args.render.read_text())
-        _faults().write_doc(realworld=markdown(saved, saved["meta"]))
+        write_doc(realworld=markdown(saved, saved["meta"]))
         return 0
 
     names = discover(args.only, args.fast)
@@ -288,13 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - started
     scored = score(results)
     print_summary(scored)
-    meta = {"date": date.today().isoformat(), "seconds": seconds, "jobs": args.jobs,
-            "doctor_from": str(args.doctor_from) if args.doctor_from else None,
-            "machine": f"{os.cpu_count()}-core {platform.machine()} CPU, Python {platform.python_version()}"}
+    meta = run_meta(seconds, args.jobs, doctor_from=str(args.doctor_from) if args.doctor_from else None)
     if args.json:
-        _faults().write_atomically(args.json, json.dumps({"meta": meta, **scored}, indent=1))
+        write_json(args.json, meta, scored)
     if args.write_docs:
-        _faults().write_doc(realworld=markdown(scored, meta))
+        write_doc(realworld=markdown(scored, meta))
     if args.keep is None:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"{len(names)} programs in {seconds:.0f} s")

@@ -21,33 +21,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = {"momentum": {"opt": "momentum", "lr": 0.1, "weight_decay": 1e-4},
-           "adamw": {"opt": "adamw", "lr": 1e-3, "weight_decay": 0.05}}
-SUMMARY = "summary.json"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # benchmarks/ (nothing heavy is imported at module level)
 
+from benchmarks.realworld.model_zoo import SUMMARY, lint_one, summarize  # noqa: E402
 
-def lint_one(name: str) -> dict:
-    """Build ``name`` and lint it under each recipe (runs in the child process)."""
-    import mindcv
-    import mindspore as ms
-
-    from benchmarks.realworld import corpus
-    from mindspore_doctor import lint
-
-    ms.set_seed(0)
-    started = time.perf_counter()
-    net = mindcv.create_model(name, num_classes=10, pretrained=False)
-    result = {"model": name, "build_s": time.perf_counter() - started,
-              "parameters": int(sum(p.size for p in net.get_parameters())), "runs": {}}
-    for recipe_name, options in RECIPES.items():
-        recipe = corpus.mindcv_recipe(net, 100, 10, **options)
-        started = time.perf_counter()
-        report = lint(net, loss_fn=recipe.loss_fn, optimizer=recipe.optimizer)
-        result["runs"][recipe_name] = {
-            "lint_s": time.perf_counter() - started,
-            "findings": [{"code": f.code, "severity": f.severity.value, "where": f.where, "message": f.message}
-                         for f in report.findings]}
-    return result
+from mindspore_doctor._io import atomic_write_text  # noqa: E402
 
 
 def run_all(names: list[str], out: Path, timeout: float) -> None:
@@ -69,22 +48,6 @@ def run_all(names: list[str], out: Path, timeout: float) -> None:
         print(f"{name} {time.perf_counter() - started:.0f} s", flush=True)
 
 
-def summarize(out: Path) -> dict:
-    """Models linted, those that did not build, and every distinct warning/error with the recipes it came under."""
-    results = [json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.name != SUMMARY]
-    failed = {r["model"]: r["failed"] for r in results if "failed" in r}
-    alarms: dict[tuple, list[str]] = {}
-    for r in results:
-        for recipe_name, run in r.get("runs", {}).items():
-            for f in run["findings"]:
-                if f["severity"] in ("warning", "error"):
-                    alarms.setdefault((r["model"], f["code"], f["where"], f["message"]), []).append(recipe_name)
-    return {"models": len(results), "failed": failed,
-            "with_alarms": sorted({model for model, *_ in alarms}),
-            "alarms": [{"model": m, "code": c, "where": w, "message": msg, "recipes": recipes}
-                       for (m, c, w, msg), recipes in alarms.items()]}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="model names (default: every model mindcv lists)")
@@ -93,10 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        path = args.out / f"{args.child}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(lint_one(args.child), indent=1))
-        tmp.replace(path)
+        atomic_write_text(args.out / f"{args.child}.json", json.dumps(lint_one(args.child), indent=1))
         return 0
     if args.models:
         names = args.models

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import load_script
+from benchmarks.faults import bench
+from benchmarks.report import literal_keywords
 
 from mindspore_doctor.catalog import RULES
 
@@ -18,13 +19,8 @@ SCRIPT = ROOT / "scripts" / "bench_faults.py"
 PROGRAMS = ROOT / "benchmarks" / "faults" / "programs"
 
 
-def _bench():
-    return load_script("bench_faults")
-
-
 def _answer_keys():
-    bench = _bench()
-    return {p.stem: bench.literal_keywords(p) for p in sorted(PROGRAMS.glob("[fh]_*.py"))}
+    return {p.stem: literal_keywords(p) for p in sorted(PROGRAMS.glob("[fh]_*.py"))}
 
 
 def test_answer_key_covers_every_catalog_rule_with_enough_programs():
@@ -51,7 +47,7 @@ def _result(name, expect, findings, healthy_learns=True, accept=()):
 
 
 def test_scorer_counts_recall_precision_false_alarms_and_steps_to_detect():
-    scored = _bench().score([
+    scored = bench.score([
         _result("f_nan", ["MSD201", "MSD206"], [("MSD201", "error", 3), ("MSD206", "error", 3), ("MSD212", "warning", 50),
                                                 ("MSD002", "info", None)], accept=["MSD212"]),
         _result("f_lr", ["MSD111"], [("MSD203", "warning", 40)]),

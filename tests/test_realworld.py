@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import load_script
+from benchmarks import report
+from benchmarks.realworld import bench, model_zoo
 from benchmarks.realworld import lint_only as LINT_ONLY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,13 +22,8 @@ SCRIPT = ROOT / "scripts" / "bench_realworld.py"
 PROGRAMS = ROOT / "benchmarks" / "realworld" / "programs"
 
 
-def _bench():
-    return load_script("bench_realworld")
-
-
 def _keys():
-    bench = _bench()
-    return {p.stem: bench._faults().literal_keywords(p) for p in sorted(PROGRAMS.glob("[a-z]*.py"))}
+    return {p.stem: report.literal_keywords(p) for p in sorted(PROGRAMS.glob("[a-z]*.py"))}
 
 
 def test_corpus_covers_enough_architectures_and_trains_enough_of_them():
@@ -41,7 +37,7 @@ def test_corpus_covers_enough_architectures_and_trains_enough_of_them():
     assert all(all(f"\n{part}" in text for part in ("DATA = ", "def recipe(")) or "\ndef lint_targets(" in text
                for text in sources.values())
     assert len(keys) >= 8 and not set(keys) & set(lint_only)
-    assert _bench().discover(None, fast=True)  # a CI subset exists
+    assert bench.discover(None, fast=True)  # a CI subset exists
 
 
 @pytest.mark.parametrize("library", ["mindcv", "mindyolo", "mindaudio"])
@@ -67,7 +63,7 @@ def _row(name, lint=(), doctor=(), effect=True, weights=True, trained=True, reso
 
 
 def test_scorer_counts_alarms_by_source_and_ignores_info_and_resolved_findings():
-    scored = _bench().score([
+    scored = bench.score([
         _row("a", lint=[("MSD109", "warning"), ("MSD115", "info")]),
         _row("b", doctor=[("MSD209", "warning"), ("MSD401", "warning")], effect=False),
         _row("c", doctor=[("MSD115", "info")], weights=False, resolved=["MSD203"]),
@@ -83,7 +79,6 @@ def test_scorer_counts_alarms_by_source_and_ignores_info_and_resolved_findings()
 
 
 def test_model_zoo_summary_lists_failures_and_each_alarm_once_with_its_recipes(tmp_path):
-    zoo = load_script("lint_model_zoo")
     unused = {"code": "MSD110", "severity": "warning", "where": "conv2d", "message": "never used"}
     note = {"code": "MSD115", "severity": "info", "where": "bn.beta", "message": "redundant"}
     results = {"repmlp": {"model": "repmlp", "runs": {"momentum": {"findings": [unused, note]},
@@ -92,8 +87,8 @@ def test_model_zoo_summary_lists_failures_and_each_alarm_once_with_its_recipes(t
                "rexnet": {"model": "rexnet", "failed": "device address error"}}
     for name, result in results.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(result))
-    (tmp_path / zoo.SUMMARY).write_text("{}")  # an earlier summary is not a model
-    summary = zoo.summarize(tmp_path)
+    (tmp_path / model_zoo.SUMMARY).write_text("{}")  # an earlier summary is not a model
+    summary = model_zoo.summarize(tmp_path)
     assert summary["models"] == 3 and summary["failed"] == {"rexnet": "device address error"}
     assert summary["with_alarms"] == ["repmlp"]
     assert summary["alarms"] == [{"model": "repmlp", "code": "MSD110", "where": "conv2d", "message": "never used",
@@ -101,19 +96,17 @@ def test_model_zoo_summary_lists_failures_and_each_alarm_once_with_its_recipes(t
 
 
 def test_each_benchmark_rewrites_only_its_own_part_of_the_docs(tmp_path, monkeypatch):
-    bench = _bench()
-    faults = bench._faults()
     doc = tmp_path / "benchmark.md"
     doc.write_text("# Fault benchmark\n\nfault tables\n")
-    monkeypatch.setattr(faults, "DOC", doc)
+    monkeypatch.setattr(report, "DOC", doc)
     scored = bench.score([_row("a")])
     meta = {"date": "2026-01-01", "machine": "2-core", "seconds": 10.0, "jobs": 1}
-    faults.write_doc(realworld=bench.markdown(scored, meta))
-    faults.write_doc(realworld=bench.markdown(scored, meta))
+    report.write_doc(realworld=bench.markdown(scored, meta))
+    report.write_doc(realworld=bench.markdown(scored, meta))
     text = doc.read_text()
-    assert text.startswith("# Fault benchmark\n\nfault tables\n") and text.count(faults.REALWORLD_SECTION[0]) == 1
+    assert text.startswith("# Fault benchmark\n\nfault tables\n") and text.count(report.REALWORLD_SECTION[0]) == 1
     assert "| a | mindcv 0.3.0 |" in text
-    faults.write_doc(fault_tables="# Fault benchmark\n\nnew fault tables\n")  # bench_faults.py --write-docs
+    report.write_doc(fault_tables="# Fault benchmark\n\nnew fault tables\n")  # bench_faults.py --write-docs
     text = doc.read_text()
     assert text.startswith("# Fault benchmark\n\nnew fault tables\n\n") and "| a | mindcv 0.3.0 |" in text
 

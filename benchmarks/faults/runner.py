@@ -20,6 +20,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from mindspore_doctor._io import atomic_write_text
+
 PROGRAMS = "benchmarks.faults.programs"
 
 
@@ -141,9 +143,7 @@ def _rank() -> int:
 
 def write_result(path: str, result: dict[str, Any]) -> None:
     """Whole or not at all: the parent reads the file as soon as the process ends."""
-    tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1, default=str))
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(result, indent=1, default=str))
 
 
 def main(argv: list[str] | None = None) -> int:

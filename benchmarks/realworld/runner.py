@@ -8,7 +8,7 @@ seeding, timing and weight comparison): plain, then with ``Doctor()`` at its
 defaults (plus ``eval_dataset=`` where the program has an eval split); the plain
 run is repeated only when the weights differ, to tell a Doctor that changed
 training from a program that does not repeat itself (MindSpore's CPU Dropout).
-The step-time ratio comes from ``scripts/bench_overhead.py``'s paired timing
+The step-time ratio comes from ``benchmarks.overhead``'s paired timing
 (plain and Doctor steps alternated in blocks, one process); peak RSS is read after
 the plain run and after the Doctor run (same process, so the ratio is an upper bound).
 """
@@ -23,8 +23,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from benchmarks import load_script
 from benchmarks.faults import runner as fault_runner
+from benchmarks.overhead import paired_timing
 from benchmarks.realworld import lint_only
 
 PROGRAMS = "benchmarks.realworld.programs"
@@ -59,12 +59,11 @@ def _lint(module: Any) -> tuple[list[dict[str, Any]], float]:
 
 
 def _paired(module: Any, steps: int, block: int) -> dict[str, Any]:
-    """The program's plain and Doctor steps alternated in one process (bench_overhead's paired timing)."""
+    """The program's plain and Doctor steps alternated in one process (``benchmarks.overhead.paired_timing``)."""
     batches: list[tuple] = []
     while len(batches) < steps:
         epoch = module.DATA.train_dataset().create_tuple_iterator(num_epochs=1)
         batches += [tuple(item) for item in epoch][: steps - len(batches)]
-    paired_timing = load_script("bench_overhead").paired_timing
     return paired_timing(lambda: module.recipe().model, batches, module.DATA.train_dataset(), block)
 
 
