@@ -53,7 +53,7 @@ class DoctorConfig:
     step, and reads it on probe steps and at epoch end (no per-step wait on GPU/Ascend); "auto": "step" on
     CPU, "deferred" elsewhere."""
     loss_window: int = 20
-    """MSD202/203/204: number of loss checks in a trend window."""
+    """MSD202/203/204/217: number of loss checks in a trend window."""
     diverge_factor: float = 2.0
     """MSD202: loss at or above this multiple of its running minimum for a window."""
     diverge_smoothing: int = 10
@@ -141,7 +141,8 @@ class DoctorConfig:
     oscillation_amplitude: float = 0.25
     """MSD204: median |loss change| in the window, as a fraction of the first loss, that counts as large."""
     persistent_probes: int = 2
-    """MSD207/209/212/213: a probe signal must hold on this many consecutive probed steps."""
+    """MSD115/207/209/212/213/218: a probe signal must hold on this many consecutive probed steps (MSD210/211 take
+    the median of this many probes after step 1, at least 3)."""
     gan_collapse_fraction: float = 0.05
     """MSD217: the discriminator's loss (median of its last ``loss_window`` steps) below this fraction of its first
     window's median counts as collapsed (real + fake binary cross-entropy from ~1.39 to below ~0.07)."""
