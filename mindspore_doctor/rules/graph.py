@@ -137,6 +137,13 @@ def loss_activation_findings(signal: OutputActivationSignal, config: DoctorConfi
     ]
 
 
+def loss_input_findings(signals: list[OutputActivationSignal], config: DoctorConfig) -> list[Finding]:
+    """MSD107 over everything one loss is handed: the first mismatch only, as one finding per loss (`ops.log(p)`
+    and `ops.log(1 - p)` are one mistake)."""
+    found = (findings for signal in signals if (findings := loss_activation_findings(signal, config)))
+    return next(found, [])
+
+
 def disconnected_findings(signals: list[UnusedMemberSignal], config: DoctorConfig) -> list[Finding]:
     """MSD110: a cell or parameter defined on the network but never used on the path from construct."""
     return [

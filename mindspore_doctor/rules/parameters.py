@@ -25,7 +25,6 @@ from mindspore_doctor.static.signals import (
     LossScaleSignal,
     OptimizerSignal,
     ParamSignal,
-    parameter_location,  # static/graph.py still imports it from here (issue 27: to import it from static.signals)
 )
 
 FP16_MAX = 65504.0

@@ -1,9 +1,9 @@
 """``lint()``: run every static check over a network, its loss and its optimizer.
 
-Each check pairs what ``static/`` measures (``parameters``, ``layers``; ``graph`` still judges its own signals)
-with the rule of ``rules/`` that judges it. ``CHECKS`` need MindSpore objects, ``SOURCE_CHECKS`` work on source
-text only (``msdoctor lint --no-import``); ``mindspore_doctor.checks.run_checks`` runs them over a
-``static.context.LintContext`` / ``SourceContext``.
+Each check pairs what ``static/`` measures (``parameters``, ``layers``, ``graph``) with the rule of ``rules/``
+that judges it. ``CHECKS`` need MindSpore objects, ``SOURCE_CHECKS`` work on source text only (``msdoctor lint
+--no-import``); ``mindspore_doctor.checks.run_checks`` runs them over a ``static.context.LintContext`` /
+``SourceContext``.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.checks import Check, run_checks, selector
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding, Report
+from mindspore_doctor.rules import graph as graph_rules
 from mindspore_doctor.rules import layers as layer_rules
 from mindspore_doctor.rules import parameters as rules
 from mindspore_doctor.static import graph, layers, parameters
@@ -65,14 +66,20 @@ CHECKS = [
     Check("batchnorm-statistics", ("MSD105",), _judged(layers.batchnorm_signals, layer_rules.batchnorm_findings)),
     Check("softmax-axis", ("MSD113",),
           _judged_with_skips(layers.softmax_axis_signals, layer_rules.softmax_axis_findings)),
-    *graph.CHECKS,
+    Check("unsafe-division", ("MSD106",), _judged_with_skips(graph.division_signals, graph_rules.division_findings)),
+    Check("loss-activation", ("MSD107",), _judged(graph.output_activation_signals, graph_rules.loss_input_findings)),
+    Check("disconnected-cell", ("MSD110",),
+          _judged_with_skips(graph.unused_member_signals, graph_rules.disconnected_findings)),
+    Check("silent-broadcast", ("MSD114",), _judged(graph.broadcast_signal, graph_rules.broadcast_findings)),
 ]
 SOURCE_CHECKS = [
     Check("dropout-rate", ("MSD104",), _judged(layers.dropout_source_signals, layer_rules.dropout_findings)),
     Check("batchnorm-statistics", ("MSD105",),
           _judged(layers.batchnorm_source_signals, layer_rules.batchnorm_findings)),
     Check("softmax-axis", ("MSD113",), _judged(layers.softmax_axis_source_signals, layer_rules.softmax_axis_findings)),
-    *graph.SOURCE_CHECKS,
+    Check("unsafe-division", ("MSD106",), _judged(graph.division_source_signals, graph_rules.division_findings)),
+    Check("disconnected-cell", ("MSD110",),
+          _judged_with_skips(graph.unused_member_source_signals, graph_rules.disconnected_findings)),
 ]
 
 

@@ -5,6 +5,8 @@ Data flow comes from the AST of each user cell class's ``construct`` (parsed onc
 per class) with ``self.<attr>`` resolved to the real child cells and primitives.
 MindSpore's own cells are trusted. MSD114 runs one forward pass on
 ``sample_inputs`` in eval mode, for elementwise losses only; every cell attribute and buffer is put back.
+The functions here only measure: the signals (``static/signals.py``) are judged by ``rules/graph.py``, and
+``runners/lint.py`` pairs the two.
 """
 from __future__ import annotations
 
@@ -16,18 +18,6 @@ from typing import Any
 from mindspore_doctor.cells import unwrap
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.library import is_mindspore_module, mindspore_classes
-from mindspore_doctor.rules.graph import (
-    BroadcastSignal,
-    DivisionSignal,
-    MaskedMean,
-    OutputActivationSignal,
-    UnusedMemberSignal,
-    broadcast_findings,
-    disconnected_findings,
-    division_findings,
-    loss_activation_findings,
-)
-from mindspore_doctor.rules.parameters import parameter_location
 from mindspore_doctor.static.ast_cells import (
     child_path,
     instance_truth,
@@ -46,7 +36,6 @@ from mindspore_doctor.static.ast_construct import (
     DivisionSite,
     HeldMask,
     LocalValues,
-    Resolver,
     attribute_uses,
     callee_identifier,
     class_source,
@@ -63,8 +52,16 @@ from mindspore_doctor.static.ast_construct import (
     self_attribute,
     unsafe_divisions,
 )
-from mindspore_doctor.checks import Check, CheckSkipped
+from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.static.context import LOSS_PATH, LintContext, SourceContext
+from mindspore_doctor.static.signals import (
+    BroadcastSignal,
+    DivisionSignal,
+    MaskedMean,
+    OutputActivationSignal,
+    UnusedMemberSignal,
+    parameter_location,
+)
 
 # --- MSD106 ----------------------------------------------------------------------------------
 
@@ -102,7 +99,9 @@ def _instance_divisions(cell: Any, source: ClassSource, loss: bool) -> list[Divi
     return unsafe_divisions(source, object_resolver(cell), instance_truth(cell), _held_masks(cell), loss)
 
 
-def check_divisions(ctx: LintContext) -> list[Finding]:
+def division_signals(ctx: LintContext) -> tuple[list[DivisionSignal], list[Finding]]:
+    """The divisions of user cells' construct whose denominator can be zero (MSD106), one per class and site,
+    and the MSD002 findings for the classes whose construct cannot be read."""
     analysed, skips = user_classes(ctx.construct_cells, "unsafe-division", ("MSD106",))
     loss_paths = {LOSS_PATH, unwrap(ctx.network).loss_path or LOSS_PATH}
     signals = []
@@ -115,13 +114,12 @@ def check_divisions(ctx: LintContext) -> list[Finding]:
         ordered = sorted(sites.values(), key=lambda site: site.line)
         signals += _division_signals(a.path or type(a.cell).__name__, ordered, a.source, {"cell": a.path},
                                      len(a.instances))
-    return division_findings(signals, ctx.config) + skips
+    return signals, skips
 
 
-def check_divisions_source(ctx: SourceContext) -> list[Finding]:
-    signals = [s for source, resolve in source_classes(ctx.tree, str(ctx.path))
-               for s in _division_signals(source.name, unsafe_divisions(source, resolve), source, {})]
-    return division_findings(signals, ctx.config)
+def division_source_signals(ctx: SourceContext) -> list[DivisionSignal]:
+    return [s for source, resolve in source_classes(ctx.tree, str(ctx.path))
+            for s in _division_signals(source.name, unsafe_divisions(source, resolve), source, {})]
 
 
 # --- MSD110 ----------------------------------------------------------------------------------
@@ -170,7 +168,9 @@ def _has_parameters(cell: Any) -> bool:
     return next(iter(cell.get_parameters()), None) is not None
 
 
-def check_disconnected(ctx: LintContext) -> list[Finding]:
+def unused_member_signals(ctx: LintContext) -> tuple[list[UnusedMemberSignal], list[Finding]]:
+    """The cells (with parameters) and parameters no construct on the path from the root (or a loss passed
+    beside it) uses (MSD110), and the MSD002 findings for the classes whose use cannot be known statically."""
     codes = ("MSD110",)
     queue = [("", ctx.network)]
     if LOSS_PATH in ctx.construct_cells:  # a loss passed beside the network
@@ -205,7 +205,7 @@ def check_disconnected(ctx: LintContext) -> list[Finding]:
         if id(child) not in reached and id(child) not in reported and _has_parameters(child):
             reported.add(id(child))
             signals.append(UnusedMemberSignal(path, "cell", type(child).__name__, {"cell": path}, dropped))
-    return disconnected_findings(signals, ctx.config) + skips
+    return signals, skips
 
 
 def _mindspore_imports(tree: Any) -> set[str]:
@@ -240,7 +240,7 @@ def _builds_cell(call: Any, cell_names: set[str]) -> bool:
         not _PARAMETERLESS.match(func.attr)
 
 
-def check_disconnected_source(ctx: SourceContext) -> list[Finding]:
+def unused_member_source_signals(ctx: SourceContext) -> tuple[list[UnusedMemberSignal], list[Finding]]:
     file = str(ctx.path)
     classes = list(source_classes(ctx.tree, file))
     cell_names = (_mindspore_imports(ctx.tree) | {s.name for s, _ in classes}) - {"Tensor"}
@@ -259,7 +259,7 @@ def check_disconnected_source(ctx: SourceContext) -> list[Finding]:
                 kind = "parameter" if assignment.callee == "Parameter" else "cell"
                 signals.append(UnusedMemberSignal(f"{source.name}.{attr}", kind, assignment.callee,
                                                   {"file": file, "line": assignment.line}, attr in discarded))
-    return disconnected_findings(signals, ctx.config) + skips
+    return signals, skips
 
 
 # --- MSD107 / MSD114: the network -> loss boundary ------------------------------------------
@@ -428,16 +428,16 @@ def _user_loss_signals(loss: Any, output: OutputActivationSignal, loss_path: str
     return signals
 
 
-def check_loss_activation(ctx: LintContext) -> list[Finding]:
+def output_activation_signals(ctx: LintContext) -> list[OutputActivationSignal]:
+    """What reaches the loss (MSD107): the network output for a library loss; for a hand-written loss, one
+    signal per library loss (or ``ops.log``) its construct hands the prediction to, in source order."""
     net, loss, path, loss_path = _network_and_loss(ctx)
     if loss is None:
         raise CheckSkipped("no loss function (pass loss_fn=, or a WithLossCell as the network)")
     activation, layer = _output_activation(net, path)
     output = OutputActivationSignal(activation, layer or type(net).__name__, _library_name(loss), {"cell": layer},
                                     switched_off=_switched_off(dict(net.cells_and_names(name_prefix=path))))
-    signals = [output] if is_library_object(loss) else _user_loss_signals(loss, output, loss_path)
-    found = (findings for signal in signals if (findings := loss_activation_findings(signal, ctx.config)))
-    return next(found, [])  # one finding per loss: `ops.log(p)` and `ops.log(1 - p)` are one mistake
+    return [output] if is_library_object(loss) else _user_loss_signals(loss, output, loss_path)
 
 
 _ELEMENTWISE_LOSSES = {"MSELoss", "L1Loss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "RMSELoss",
@@ -463,12 +463,14 @@ def _forward_in_eval_mode(net: Any, inputs: list[Any]) -> Any:
     return forward_in_eval_mode(net, *(ms.Tensor(x) if isinstance(x, np.ndarray) else x for x in inputs))
 
 
-def check_broadcast(ctx: LintContext) -> list[Finding]:
+def broadcast_signal(ctx: LintContext) -> BroadcastSignal | None:
+    """The shapes of the network output (one forward pass on ``sample_inputs`` in eval mode) and the label an
+    elementwise loss compares (MSD114); None for any other loss."""
     net, loss, path, _ = _network_and_loss(ctx)
     if loss is None:
         raise CheckSkipped("no loss function (pass loss_fn=, or a WithLossCell as the network)")
     if not is_elementwise_loss(loss):
-        return []  # decided without the forward pass, the costly part (ResNet-50, batch 32, CPU: ~6 s)
+        return None  # decided without the forward pass, the costly part (ResNet-50, batch 32, CPU: ~6 s)
     if ctx.sample_inputs is None:
         raise CheckSkipped("needs sample_inputs=(inputs..., label) for one forward pass")
     if len(ctx.sample_inputs) < 2:
@@ -481,18 +483,5 @@ def check_broadcast(ctx: LintContext) -> list[Finding]:
         raise CheckSkipped(f"forward pass on sample_inputs failed: {type(exc).__name__}: {first_line}") from None
     if not hasattr(output, "shape") or not hasattr(label, "shape"):
         raise CheckSkipped("network output or label is not a single tensor")
-    signal = BroadcastSignal(tuple(output.shape), tuple(label.shape), type(loss).__name__, elementwise=True,
-                             location={"cell": path or None})
-    return broadcast_findings(signal, ctx.config)
-
-
-CHECKS = [
-    Check("unsafe-division", ("MSD106",), check_divisions),
-    Check("loss-activation", ("MSD107",), check_loss_activation),
-    Check("disconnected-cell", ("MSD110",), check_disconnected),
-    Check("silent-broadcast", ("MSD114",), check_broadcast),
-]
-SOURCE_CHECKS = [
-    Check("unsafe-division", ("MSD106",), check_divisions_source),
-    Check("disconnected-cell", ("MSD110",), check_disconnected_source),
-]
+    return BroadcastSignal(tuple(output.shape), tuple(label.shape), type(loss).__name__, elementwise=True,
+                           location={"cell": path or None})
