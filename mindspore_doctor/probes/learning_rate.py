@@ -22,6 +22,22 @@ def fixed_learning_rate(optimizer: Any) -> float | None:
     return host_scalar(rate)
 
 
+def rate_groups(optimizer: Any) -> tuple[list[Any], list[int]]:
+    """An ``nn.Optimizer``'s learning-rate groups as it holds them: its distinct rate objects (a Parameter, a
+    per-step list, a schedule cell), first use first, and each parameter's group. It holds one rate object per
+    parameter, shared within a group, so identity groups them; nothing is read or advanced. The one reading of the
+    groups for the training probe (``learning_rates``) and lint's MSD111 (``static/parameters._lr_groups``)."""
+    rates = (list(optimizer.learning_rate) if getattr(optimizer, "is_group_lr", False)
+             else [optimizer.learning_rate] * len(optimizer.parameters))
+    index: dict[int, int] = {}  # id(rate object) -> group
+    distinct: list[Any] = []
+    for rate in rates:
+        if id(rate) not in index:
+            index[id(rate)] = len(distinct)
+            distinct.append(rate)
+    return distinct, [index[id(rate)] for rate in rates]
+
+
 def learning_rates(optimizer: Any) -> LearningRates | None:
     """Per learning-rate group: (its rate at the step just run, its schedule's peak when known up front), and each
     optimizer parameter's group. None when a rate cannot be read.
@@ -42,15 +58,10 @@ def learning_rates(optimizer: Any) -> LearningRates | None:
     if counter is None:
         return None
     step = max(int(np.asarray(counter.asnumpy()).reshape(-1)[0]) - 1, 0)  # get_lr advanced it during the step
-    rates = (list(optimizer.learning_rate) if getattr(optimizer, "is_group_lr", False)
-             else [optimizer.learning_rate] * len(optimizer.parameters))
-    index: dict[int, int] = {}  # id(rate object) -> group
+    rates, group_of = rate_groups(optimizer)
     now: list[float] = []
     peaks: list[float | None] = []
     for rate in rates:
-        if id(rate) in index:
-            continue
-        index[id(rate)] = len(now)
         table = rate.learning_rate if isinstance(rate, per_step_list) else rate
         if isinstance(table, Tensor):  # a Parameter: one fixed rate, or one per step
             values = np.asarray(table.asnumpy(), dtype=np.float64).reshape(-1)
@@ -61,7 +72,7 @@ def learning_rates(optimizer: Any) -> LearningRates | None:
             peaks.append(None)
         else:
             return None
-    return (now, peaks, [index[id(rate)] for rate in rates]) if now else None
+    return (now, peaks, group_of) if now else None
 
 
 def _param_group_rates(optimizer: Any) -> LearningRates | None:

@@ -625,14 +625,19 @@ def _label(index: int, count: int) -> str:
 
 
 def _lr_groups(optimizer: Any) -> tuple[LrGroup, ...]:
-    """One entry per distinct learning rate, with the parameters it drives (group lr is per parameter)."""
+    """One entry per distinct learning rate, with the parameters it drives (group lr is per parameter). An
+    ``nn.Optimizer``'s groups are read as the training probe reads them (``probes.learning_rate.rate_groups``);
+    what differs is the question: the peak each rate can reach, known before training (a schedule's attributes),
+    where the probe reads the rate at the step just run."""
     if hasattr(optimizer, "param_groups"):  # mindspore.experimental.optim
-        pairs = [(g.get("lr"), p) for g in optimizer.param_groups for p in g.get("params", ())]
-    elif getattr(optimizer, "is_group_lr", False):
-        pairs = list(zip(optimizer.learning_rate, optimizer.parameters))
+        users = _grouped([(g.get("lr"), p) for g in optimizer.param_groups for p in g.get("params", ())], id)
     else:
-        pairs = [(optimizer.learning_rate, p) for p in optimizer.parameters]
-    users = _grouped(pairs, id)
+        from mindspore_doctor.probes.learning_rate import rate_groups
+
+        rates, group_of = rate_groups(optimizer)
+        users = [(rate, []) for rate in rates]
+        for group, param in zip(group_of, optimizer.parameters):
+            users[group][1].append(param.name)
     groups = []
     for index, (rate, names) in enumerate(users):
         peak, kind = _lr_peak(rate)
