@@ -5,13 +5,13 @@ hand-written loop (``with doctor.watch(...) as run: ... run.step(loss)``). Each 
 as an object with the attribute names of MindSpore's ``RunContext.original_args()`` (``cur_step_num``,
 ``net_outputs``, ``train_dataset_element``...), so the rank monitor and every check read one shape.
 
-Nothing here may break the user's training: a check that raises becomes MSD001 and is switched off.
+What the run writes (reports, event files, the repro bundle) is ``training/outputs.py``'s: the session hands it
+the findings and signals. Nothing here may break the user's training: a check that raises becomes MSD001 and is
+switched off.
 """
 from __future__ import annotations
 
 import dataclasses
-import io
-import json
 import logging
 import math
 import os
@@ -20,10 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import mindspore as ms
-import numpy as np
 
-from mindspore_doctor import _io
-from mindspore_doctor._io import HISTORY_FILE, HTML_FILE, REPORT_FILE
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.cells import num_classes
 from mindspore_doctor.checks import attempt, selector
@@ -31,11 +28,12 @@ from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.distributed import RankMonitor
 from mindspore_doctor.findings import Finding, Report, Severity
 from mindspore_doctor.lifecycle import Lifecycle
-from mindspore_doctor.probes.learning_rate import fixed_learning_rate, learning_rates
+from mindspore_doctor.probes.learning_rate import learning_rates
 from mindspore_doctor.probes.loss import DeferredLossReader, LossRead, StepLossReader
 from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 from mindspore_doctor.static.start_state import mark_trained, start_state
+from mindspore_doctor.training.outputs import RunOutputs
 from mindspore_doctor.training.sigterm import SigtermReport, TrainingTerminated
 
 logger = logging.getLogger("mindspore_doctor")
@@ -74,17 +72,18 @@ class DoctorSession:
             raise ValueError(f"probe_every must be >= 1, got {config.probe_every}")
         self.config = config
         self.ranks = RankMonitor(config)  # under msrun: this rank's id, cross-rank checks MSD501-503
-        self._report_dir = config.summary_dir  # rank 0 writes the merged report here
+        report_dir = config.summary_dir  # rank 0 writes the merged report here
         config.summary_dir = self.ranks.rank_dir(config.summary_dir)  # summary_dir/rank_{id}
         self._stop_rank = Severity.parse(config.stop_on).rank if config.stop_on else None
         self.report = Report(meta={"target": "training", "doctor": {"probe_every": config.probe_every},
                                    "config": config.values()})
         self.history = TrainingHistory()
         self.merged_report: Report | None = None
+        self._disabled: set[str] = set()
+        self._outputs = RunOutputs(config, self.report, self.history, self._guard, self._disabled, report_dir)
         self._loss_reader = _loss_reader(config)
         self._lifecycle = Lifecycle(training_rules.CURRENT_RULES)
         self._wanted = selector(config)
-        self._disabled: set[str] = set()
         self._request_stop: Callable[[], None] | None = None
         self._instrumentation: Any = None
         self._optimizer: Any = None
@@ -94,8 +93,6 @@ class DoctorSession:
         self._probes_needed = 0  # the fewest probes a multi-probe rule wanted needs (final_probe_step)
         self._unread: list[StepSignals] = []  # steps whose loss the (deferred) reader has not handed back yet
         self._repro_saved = False
-        self._writers: list[Any] = []  # export.summary.BufferedSummaryWriter: MindInsight, TensorBoard
-        self._run_info: dict[str, Any] = {}
         self._backbone: Any = None
         self._evaluator: Any = None  # probes.evaluation.Evaluator when eval_dataset is given
         self._input_check: Any = None  # runners.network_inputs.NetworkInputCheck: MSD304 held until the first step
@@ -180,61 +177,13 @@ class DoctorSession:
             self._guard("evaluation", _EVALUATION_CODES, lambda: self._open_evaluator(backbone, loss_fn))
         self._emit(self.ranks.on_train_begin(args))  # a collective: every rank, never skipped
         self._backbone = backbone
-        if self.config.summary_dir and (self.config.mindinsight or self.config.tensorboard):
-            self._guard("run-info", (), lambda: self._read_run_info(args, backbone, optimizer, loss_fn))
-            self._open_writers()
+        self._outputs.open(args, backbone, optimizer, loss_fn)
 
     def _open_evaluator(self, backbone: Any, loss_fn: Any) -> None:
         from mindspore_doctor.probes.evaluation import Evaluator
 
         self._evaluator = Evaluator(self.config.eval_dataset, self.config)
         self._eval_target = (backbone, loss_fn)
-
-    def _read_run_info(self, args: Any, backbone: Any, optimizer: Any, loss_fn: Any) -> None:
-        """The run's configuration, for the dashboards (MindInsight lineage, TensorBoard HParams) and the report."""
-        dataset = args.train_dataset
-        self._run_info = {
-            "optimizer": type(optimizer).__name__ if optimizer is not None else None,
-            "learning_rate": fixed_learning_rate(optimizer),
-            "loss_function": type(loss_fn).__name__ if loss_fn is not None else None,
-            "epoch": getattr(args, "epoch_num", None),
-            "batch_size": dataset.get_batch_size() if dataset is not None else None,
-            "train_dataset_size": dataset.get_dataset_size() if dataset is not None else None,
-            "network": type(backbone).__name__,
-            "parallel_mode": getattr(args, "parallel_mode", None),
-            "device_num": getattr(args, "device_number", None),
-            **dict(self.config.hparams or {}),
-        }
-        self.report.meta["run"] = self._run_info
-
-    def _open_writers(self) -> None:
-        """The Doctor's own event files (MindSpore allows one SummaryRecord, SummaryCollector may hold it)."""
-        config = self.config
-        options = {"max_layers": config.mindinsight_max_layers, "histogram_layers": config.histogram_layers,
-                   "flush_seconds": config.summary_flush_seconds}
-        if config.mindinsight:
-            from mindspore_doctor.export.mindinsight import MindInsightWriter
-
-            self._add_writer("mindinsight", lambda: MindInsightWriter(config.summary_dir, **options))
-        if config.tensorboard:
-            self._add_writer("tensorboard", lambda: self._tensorboard_writer(options))
-
-    def _tensorboard_writer(self, options: dict[str, Any]) -> Any:
-        from mindspore_doctor.export.tensorboard import TensorBoardWriter
-
-        return TensorBoardWriter(self.config.summary_dir, run_info=self._run_info, **options)
-
-    def _add_writer(self, check: str, open_writer: Callable[[], Any]) -> None:
-        writer = self._guard(check, (), open_writer)
-        if writer is not None:
-            self._writers.append(writer)
-
-    def _each_writer(self, write: Callable[[Any], Any]) -> None:
-        """``write(writer)`` for every open writer; one that fails is closed off, the others go on."""
-        for writer in list(self._writers):
-            self._guard(writer.check, (), lambda: write(writer))
-            if writer.check in self._disabled:
-                self._writers.remove(writer)
 
     def _lint(self, backbone: Any, loss_fn: Any, optimizer: Any, train_network: Any, dataset: Any) -> None:
         """Static lint with what only training has: the train cell (MSD112), a real batch (MSD114)."""
@@ -326,12 +275,11 @@ class DoctorSession:
         self.history.append(signals)
         self._unread.append(signals)
         if self._probing and self._instrumentation is not None:
-            watched = (self._guard("histograms", (), self._histogram_names) or ()
-                       if any(w.updates_every_probe for w in self._writers) else ())
+            watched = self._outputs.watched_parameters()
             updates = self._guard("training-probes", training_rules.PROBE_CODES,
                                   lambda: self._instrumentation.read_into(signals, watched))
             if updates:
-                self._each_writer(lambda w: w.updates_every_probe and w.write_histograms(signals.step, updates=updates))
+                self._outputs.write_updates(signals.step, updates)
             self._guard("learning-rate", ("MSD210",), lambda: self._read_learning_rate(signals))
         self._take(reads, args)  # after the probes: the summary writes the step's signals as they are now
         if self._probing or args.dataset_sink_mode:
@@ -355,9 +303,8 @@ class DoctorSession:
             signals.loss, signals.overflow, signals.loss_scale = read.loss, read.overflow, read.loss_scale
             if signals.loss is not None and not math.isfinite(signals.loss):
                 self._nonfinite(signals, args)
-            if self._writers:
-                episodes = self._lifecycle.episodes(self.report)
-                self._each_writer(lambda w: w.write_step(signals, self.report, episodes=episodes))
+            if self._outputs.has_writers:
+                self._outputs.write_step(signals, self._lifecycle.episodes(self.report))
 
     def _nonfinite(self, signals: StepSignals, args: Any) -> None:
         self._evaluate(TrainingHistory(steps=[signals]), codes=("MSD201",))
@@ -365,7 +312,7 @@ class DoctorSession:
             self._repro_saved = True
             self._force_probe = True
             batch = args.train_dataset_element if signals.step == args.cur_step_num else None
-            self._guard("repro-bundle", ("MSD201",), lambda: self._save_repro(batch, signals))
+            self._guard("repro-bundle", ("MSD201",), lambda: self._outputs.save_repro(batch, signals))
 
     def _read_learning_rate(self, signals: StepSignals) -> None:
         """The step's learning rate, and the schedule's peak so far, for the optimizer and for each of its groups:
@@ -428,9 +375,9 @@ class DoctorSession:
         if self._evaluator is not None and args.cur_epoch_num % self.config.eval_every == 0:
             self._guard("evaluation", _EVALUATION_CODES, lambda: self._run_evaluation(args))
         self._evaluate(self._recent_history())
-        if self._writers:
-            self._write_summary_epoch(args)
-        self._guard("write-report", (), self._write_files)
+        if self._outputs.has_writers:
+            self._outputs.write_epoch(int(args.cur_step_num))
+        self._guard("write-report", (), self._outputs.write_report)
 
     def _judge_evaluations(self) -> None:
         from mindspore_doctor.rules.evaluation import evaluation_findings
@@ -442,31 +389,7 @@ class DoctorSession:
     def _run_evaluation(self, args: Any) -> None:
         record = self._evaluator.run(*self._eval_target, args.cur_epoch_num, train_dataset=args.train_dataset)
         self.report.meta["evaluation"] = self._evaluator.to_dict()  # in every report written from now on
-        scores = {"eval/loss": record.eval_loss}
-        if record.eval_metric is not None:
-            scores[f"eval/{record.eval_metric.name.replace(' ', '_')}"] = record.eval_metric.value
-        self._each_writer(lambda w: w.write_scalars(int(args.cur_step_num), scores))
-
-    def _histogram_names(self) -> list[str]:
-        """The parameters whose weights and updates get histograms: those named in findings, first, last."""
-        order = self.history.parameter_order or [p.name for p in self._backbone.trainable_params()]
-        return self._writers[0].histogram_targets(self.report, order)
-
-    def _weights(self) -> dict[str, np.ndarray]:
-        params = {p.name: p for p in self._backbone.trainable_params()}
-        return {n: params[n].asnumpy() for n in self._histogram_names() if n in params}
-
-    def _write_summary_epoch(self, args: Any) -> None:
-        """Weight histograms of the layers that matter, the findings table, then the buffered steps to disk."""
-        step = int(args.cur_step_num)
-        weights = self._guard("histograms", (), self._weights) or {}
-        self._each_writer(lambda w: w.write_histograms(step, weights=weights))
-        if any(w.shows_findings for w in self._writers):
-            from mindspore_doctor.diagnosis import diagnose
-
-            diagnosis = self._guard("diagnosis", (), lambda: diagnose(self.report, history=self.history).to_dict())
-            self._each_writer(lambda w: w.write_findings(self.report, diagnosis, step))
-        self._each_writer(lambda w: w.flush())
+        self._outputs.write_evaluation(int(args.cur_step_num), record)
 
     def end(self, args: Any, error: BaseException | None = None) -> None:
         """After the last step, or when training raised ``error``: judge the run, put the user's cells back, write
@@ -486,11 +409,10 @@ class DoctorSession:
             finally:
                 self.restore()
             self._guard("diagnosis", (), self._diagnose)
-            if self.config.print_summary:
-                print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
-            self._close_writers()
-            self._guard("html-report", (), self._write_html)
-            self._guard("write-report", (), self._write_files)  # last: with what went wrong writing the others
+            self._outputs.print_summary()
+            self._outputs.close_writers(self._lifecycle.episodes(self.report))
+            self._guard("html-report", (), self._outputs.write_html)
+            self._guard("write-report", (), self._outputs.write_report)  # last: with what went wrong writing the others
             if error is None:
                 self._guard("merge-ranks", (), self._merge_ranks)  # last: a collective every rank enters
         finally:
@@ -554,53 +476,8 @@ class DoctorSession:
 
         self.report.meta["diagnosis"] = diagnose(self.report, history=self.history).to_dict()
 
-    def _close_writers(self) -> None:
-        """Final counts, MindInsight's lineage, TensorBoard's final findings table and HParams."""
-        episodes = self._lifecycle.episodes(self.report)
-        diagnosis = self.report.meta.get("diagnosis")
-        self._each_writer(lambda w: w.close(self.report, self._run_info, episodes=episodes, diagnosis=diagnosis))
-        self._writers = []
-
-    def _write_html(self) -> None:
-        if self.config.summary_dir and self.config.html_report:
-            from mindspore_doctor.export.html import write_html
-
-            write_html(self.report, self.history, Path(self.config.summary_dir) / HTML_FILE, config=self.config)
-
     def _merge_ranks(self) -> None:
         """Rank 0 writes every rank's findings to summary_dir/doctor_report.json (``location["ranks"]``)."""
         self.merged_report = self.ranks.merge_reports(self.report)
-        if self.merged_report is not None and self.ranks.active and self._report_dir:
-            _io.atomic_write_text(Path(self._report_dir) / REPORT_FILE, self.merged_report.to_json())
-
-    def _write_files(self) -> None:
-        if not self.config.summary_dir:
-            return
-        folder = Path(self.config.summary_dir)
-        _io.atomic_write_text(folder / REPORT_FILE, self.report.to_json())
-        _io.atomic_write_text(folder / HISTORY_FILE, json.dumps(self.history.to_dict()))
-
-    def _save_repro(self, batch: Any, signals: StepSignals) -> None:
-        """The batch that gave the first non-finite loss (when it is still at hand), with the last probed
-        statistics. A deferred loss read finds the step later, when its batch is gone: the bundle says so."""
-        if not self.config.summary_dir:
-            return
-        folder = Path(self.config.summary_dir)
-        arrays = {f"input_{i}": t.asnumpy() for i, t in enumerate(batch or ()) if hasattr(t, "asnumpy")}
-        if batch is not None:
-            buffer = io.BytesIO()
-            np.savez(buffer, **arrays)
-            _io.atomic_write_bytes(folder / f"repro_step{signals.step}.npz", buffer.getvalue())
-        probed = self.history.probed()
-        meta = {
-            "step": signals.step,
-            "epoch": signals.epoch,
-            "loss": str(signals.loss),
-            "inputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in arrays.items()},
-            "last_probed_step": probed[-1].to_dict() if probed else None,
-            "parameter_order": self.history.parameter_order,
-        }
-        if batch is None:
-            meta["inputs_missing"] = ("the loss was read after the step (loss_read='deferred'); rerun with "
-                                      "loss_read='step' to keep the batch, or pass it to run.step(loss, *batch)")
-        _io.atomic_write_text(folder / f"repro_step{signals.step}.json", json.dumps(meta, indent=2, default=str))
+        if self.merged_report is not None and self.ranks.active:
+            self._outputs.write_merged_report(self.merged_report)
