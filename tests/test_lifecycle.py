@@ -164,8 +164,8 @@ def test_a_healthy_lenet_leaving_its_initial_plateau_is_not_reported_as_stuck():
 
 
 def test_the_fault_benchmark_scores_a_resolved_finding_by_the_severity_it_was_logged_with():
-    from benchmarks.faults import runner
-    from test_bench_faults import _bench, _result
+    from benchmarks.faults import bench, runner
+    from test_bench_faults import _result
 
     spike = _finding("MSD202", 54)
     spike.resolve(96)
@@ -173,4 +173,4 @@ def test_the_fault_benchmark_scores_a_resolved_finding_by_the_severity_it_was_lo
     assert row["severity"] == "info" and row["original_severity"] == "error" and row["resolved_step"] == 96
     result = _result("f_jump", ["MSD202"], [])
     result["findings"] = [row]
-    assert _bench().score([result])["totals"]["found_pairs"] == 1  # it alarmed when it was logged
+    assert bench.score([result])["totals"]["found_pairs"] == 1  # it alarmed when it was logged
