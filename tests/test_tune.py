@@ -233,7 +233,7 @@ def test_the_summary_lists_failed_trials_and_why(fragile_study):
 def test_a_live_trial_outlasts_a_storage_lock_and_a_lost_heartbeat(tmp_path, monkeypatch, caplog):
     import optuna
 
-    from mindspore_doctor.tuner import study as tuner
+    from mindspore_doctor.tuner import storage as tuner
 
     storage = tuner.open_storage(f"sqlite:///{tmp_path / 'tune.db'}")
     with storage.engine.connect() as connection:  # how long a write waits for another process's lock

@@ -145,7 +145,7 @@ def _finish_timeout(study: Any) -> float:
 
 
 def _datasets(value: Any) -> tuple[Any, Any, Any]:
-    from mindspore_doctor.tuner.study import TuneError
+    from mindspore_doctor.tuner.failures import TuneError
 
     if callable(value) and not hasattr(value, "create_tuple_iterator"):
         value = value()
@@ -188,7 +188,9 @@ def run_tune_command(args: argparse.Namespace) -> int:
     line on stderr)."""
     from mindspore_doctor.loading import load_attr
     from mindspore_doctor.static.loader import LoadError
-    from mindspore_doctor.tuner.study import TuneError, study_summary, tune
+    from mindspore_doctor.tuner.failures import TuneError
+    from mindspore_doctor.tuner.study import tune
+    from mindspore_doctor.tuner.summary import study_summary
 
     try:
         if args.jobs < 1:
