@@ -12,16 +12,9 @@ from typing import Any, Callable, Iterator
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.library import is_mindspore_class
-from mindspore_doctor.static.ast_construct import (
-    AttributeValue,
-    ClassSource,
-    ConstructUnavailable,
-    Decide,
-    Resolver,
-    class_source,
-    module_classes,
-    static_truth,
-)
+from mindspore_doctor.static.class_source import ClassSource, ConstructUnavailable, class_source, module_classes
+from mindspore_doctor.static.method_flow import Decide, static_truth
+from mindspore_doctor.static.names import AttributeValue, Resolver
 
 
 def is_library_object(obj: Any) -> bool:

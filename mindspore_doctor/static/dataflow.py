@@ -15,17 +15,10 @@ from typing import Any
 
 from mindspore_doctor.static.ast_cells import child_path, instance_truth, is_library_object, library_kind
 from mindspore_doctor.static.signals import ACTIVATION_NORM, NORM, RELU_LIKE, RESIDUAL, SATURATING, SOFTMAX
-from mindspore_doctor.static.ast_construct import (
-    ConstructUnavailable,
-    call_sites,
-    callee_identifier,
-    class_source,
-    function_flow,
-    held_cells,
-    live_nodes,
-    norm_name,
-    self_attribute,
-)
+from mindspore_doctor.static.ast_nodes import callee_identifier, norm_name, self_attribute
+from mindspore_doctor.static.attribute_uses import call_sites, held_cells
+from mindspore_doctor.static.class_source import ConstructUnavailable, class_source
+from mindspore_doctor.static.method_flow import function_flow, live_nodes
 
 _NORM_CELL = re.compile(r"Norm(\dd)?$|^L2Normalize$")
 _SOFTMAX_CELLS = frozenset({"Softmax", "LogSoftmax", "Softmin", "Softmax2d"})

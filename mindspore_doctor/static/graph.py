@@ -28,30 +28,13 @@ from mindspore_doctor.static.ast_cells import (
     source_classes,
     user_classes,
 )
-from mindspore_doctor.static.ast_construct import (
-    MODULE_NAMES,
-    ClassSource,
-    ConstructUnavailable,
-    Decide,
-    DivisionSite,
-    HeldMask,
-    LocalValues,
-    attribute_uses,
-    callee_identifier,
-    class_source,
-    combines_arguments_elementwise,
-    first_operand,
-    function_flow,
-    init_references,
-    live_nodes,
-    norm_name,
-    output_discarded,
-    prediction_uses,
-    reachable_methods,
-    returned_values,
-    self_attribute,
-    unsafe_divisions,
-)
+from mindspore_doctor.static.ast_nodes import callee_identifier, norm_name, self_attribute
+from mindspore_doctor.static.attribute_uses import attribute_uses, init_references, output_discarded
+from mindspore_doctor.static.class_source import ClassSource, ConstructUnavailable, class_source, reachable_methods
+from mindspore_doctor.static.divisions import DivisionSite, HeldMask, unsafe_divisions
+from mindspore_doctor.static.loss_wiring import combines_arguments_elementwise, prediction_uses, returned_values
+from mindspore_doctor.static.method_flow import Decide, LocalValues, function_flow, live_nodes
+from mindspore_doctor.static.names import MODULE_NAMES, first_operand
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.static.context import LOSS_PATH, LintContext, SourceContext
 from mindspore_doctor.static.signals import (

@@ -24,20 +24,18 @@ from mindspore_doctor.static.ast_cells import (
     source_attributes,
     user_classes,
 )
-from mindspore_doctor.static.ast_construct import (
+from mindspore_doctor.static.ast_nodes import self_attribute
+from mindspore_doctor.static.class_source import ConstructUnavailable, class_source, reachable_methods
+from mindspore_doctor.static.layer_calls import (
     CallParser,
-    ConstructUnavailable,
     CallSite,
     batchnorm_call,
-    bind_imports,
-    class_source,
     dropout_call,
     find_calls,
     fixed_statistics,
-    reachable_methods,
-    self_attribute,
     softmax_call,
 )
+from mindspore_doctor.static.names import bind_imports
 from mindspore_doctor.static.context import LintContext, SourceContext
 from mindspore_doctor.static.signals import BatchNormSignal, DropoutSignal, SoftmaxAxisSignal
 

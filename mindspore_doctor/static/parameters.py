@@ -21,16 +21,10 @@ import numpy as np
 
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.static.ast_cells import instance_truth, is_library_object, library_kind
-from mindspore_doctor.static.ast_construct import (
-    ConstructUnavailable,
-    attribute_loads,
-    attribute_uses,
-    call_count,
-    callee_identifier,
-    class_source,
-    function_flow,
-    norm_name,
-)
+from mindspore_doctor.static.ast_nodes import callee_identifier, norm_name
+from mindspore_doctor.static.attribute_uses import attribute_loads, attribute_uses, call_count
+from mindspore_doctor.static.class_source import ConstructUnavailable, class_source
+from mindspore_doctor.static.method_flow import function_flow
 from mindspore_doctor.static.dataflow import ScaleFlow
 from mindspore_doctor.static.signals import (
     BIAS,
