@@ -13,7 +13,7 @@ from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.library import is_mindspore_class
 from mindspore_doctor.static.class_source import ClassSource, ConstructUnavailable, class_source, module_classes
-from mindspore_doctor.static.method_flow import Decide, static_truth
+from mindspore_doctor.static.method_flow import PLAIN, Decide, static_truth
 from mindspore_doctor.static.names import AttributeValue, Resolver
 
 
@@ -50,9 +50,6 @@ def object_resolver(cell: Any) -> Resolver:
     return resolve
 
 
-_PLAIN = (bool, int, float, str, type(None))
-
-
 def instance_attribute(cell: Any, name: str) -> object:
     """``self.<name>`` of this instance: a child cell, parameter, primitive or plain value (its own, or a
     plain class attribute). ``self.training`` is left unknown: it changes with the mode. LookupError when
@@ -65,7 +62,7 @@ def instance_attribute(cell: Any, name: str) -> object:
         if name in cell.__dict__:
             return cell.__dict__[name]
         value = getattr(type(cell), name, None)
-        if isinstance(value, _PLAIN) and hasattr(type(cell), name):
+        if isinstance(value, PLAIN) and hasattr(type(cell), name):
             return value
     raise LookupError(name)
 
@@ -84,7 +81,7 @@ def attribute_values(cell: Any) -> AttributeValue:
             held = instance_attribute(cell, name)
         except LookupError:
             return None
-        return held if isinstance(held, (*_PLAIN, tuple, list)) else None
+        return held if isinstance(held, (*PLAIN, tuple, list)) else None
 
     return value
 

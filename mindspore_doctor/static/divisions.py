@@ -11,6 +11,7 @@ from mindspore_doctor.static.ast_nodes import argument, expr_text, keyword, lite
 from mindspore_doctor.static.class_source import ClassSource, reachable_methods
 from mindspore_doctor.static.method_flow import Decide, LocalValues, live_nodes
 from mindspore_doctor.static.names import Resolver, first_operand, is_receiver_call, op_name
+from mindspore_doctor.static.signals import MaskedMean
 
 
 ZERO_PRODUCERS = frozenset(
@@ -26,41 +27,20 @@ DIVISIONS = frozenset({"div", "realdiv", "truediv", "truedivide", "divide", "__t
 
 
 @dataclass(frozen=True)
-class MaskCount:
-    """A denominator that counts the entries of a mask (a sum or mean of a 0/1 tensor): the division is a
-    masked mean, whose count is 0 only when nothing in what is counted is valid."""
-
-    count: str
-    """The reduction as written: ``mask.sum()``, ``self.mean(mask)``."""
-    mask: str
-    """The mask as written at the reduction: ``mask``, ``self.mask``."""
-    evidence: str
-    """What makes it a mask, as written: ``target != 0``, ``sequence_mask(seq_length, max_length)``, ``the
-    argument `mask```."""
-    axis: str | None
-    """The axis counted over, as written, when the count is per row (``1``): one count per sample, 0 for a
-    sample with no valid entry. None: one count over the whole tensor."""
-    labels: str | None
-    """The label argument the mask is computed from (``target``): a batch can hold no valid label."""
-    mean: bool = False
-    """The count is a mean (the fraction of valid entries), not a sum."""
-
-
-@dataclass(frozen=True)
 class DivisionSite:
     line: int
     expression: str
     denominator: str
     reason: str
     """Why the denominator can be zero, e.g. "`s` = `x.sum()` (a sum)"."""
-    mask: MaskCount | None = None
+    mask: MaskedMean | None = None
     """Set when the denominator counts a mask (a masked mean)."""
 
 
 @dataclass(frozen=True)
 class _ZeroCause:
     text: str
-    mask: MaskCount | None = None
+    mask: MaskedMean | None = None
 
 
 def _is_epsilon(node: ast.expr) -> bool:
@@ -218,7 +198,7 @@ class _ZeroAnalysis:
             return _ZeroCause(text)
         if mask.nonempty:
             return None
-        return _ZeroCause(text, MaskCount(expr_text(call), expr_text(self._held(operand)), mask.evidence,
+        return _ZeroCause(text, MaskedMean(expr_text(call), expr_text(self._held(operand)), mask.evidence,
                                           _counted_axis(call), mask.labels, "mean" in name))
 
     def _held(self, node: ast.expr) -> ast.expr:

@@ -11,7 +11,6 @@ The functions here only measure: the signals (``static/signals.py``) are judged 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import re
 from typing import Any
 
@@ -40,7 +39,6 @@ from mindspore_doctor.static.context import LOSS_PATH, LintContext, SourceContex
 from mindspore_doctor.static.signals import (
     BroadcastSignal,
     DivisionSignal,
-    MaskedMean,
     OutputActivationSignal,
     UnusedMemberSignal,
     parameter_location,
@@ -53,7 +51,7 @@ def _division_signals(owner: str, sites: list[DivisionSite], source: ClassSource
                       instances: int = 1) -> list[DivisionSignal]:
     return [
         DivisionSignal(owner, s.expression, s.denominator, s.reason, {**location, "file": source.file, "line": s.line},
-                       instances, MaskedMean(**dataclasses.asdict(s.mask)) if s.mask is not None else None)
+                       instances, s.mask)
         for s in sites
     ]
 

@@ -117,7 +117,8 @@ class _Unknown(Exception):
     """An expression depends on something only known at run time."""
 
 
-_PLAIN = (bool, int, float, str, type(None))
+PLAIN = (bool, int, float, str, type(None))
+"""Plain values: what an ``if`` test compares, what an instance holds besides cells, parameters and tensors."""
 
 
 def static_truth(test: ast.expr, attribute: Callable[[str], object]) -> bool | None:
@@ -153,7 +154,7 @@ def static_truth(test: ast.expr, attribute: Callable[[str], object]) -> bool | N
 
     def truth(node: ast.expr) -> bool:
         held = value(node)
-        if isinstance(held, (*_PLAIN, tuple)):
+        if isinstance(held, (*PLAIN, tuple)):
             return bool(held)
         if hasattr(held, "construct") and not hasattr(held, "__len__"):
             return True  # a cell
@@ -170,7 +171,7 @@ def _compare(op: ast.cmpop, left: object, right: object) -> bool:
         return left is right
     if isinstance(op, ast.IsNot):
         return left is not right
-    if not isinstance(left, (*_PLAIN, tuple)) or not isinstance(right, (*_PLAIN, tuple)):
+    if not isinstance(left, (*PLAIN, tuple)) or not isinstance(right, (*PLAIN, tuple)):
         raise _Unknown
     try:
         return {ast.Eq: lambda: left == right, ast.NotEq: lambda: left != right, ast.Lt: lambda: left < right,
