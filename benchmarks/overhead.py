@@ -20,6 +20,7 @@ def _alternate(runners: dict[str, Callable[[list], None]], batches: list[tuple],
     each (blocks after the compiling ones), and the Doctor's median and mean step over each other variant's."""
     names = list(runners)
     per_step: dict[str, list[float]] = {name: [] for name in names}
+    blocks: dict[str, dict[int, float]] = {name: {} for name in names}  # timed block number -> seconds
     for number, start in enumerate(range(0, len(batches), block)):
         part = batches[start:start + block]
         shift = number % len(names)
@@ -27,7 +28,8 @@ def _alternate(runners: dict[str, Callable[[list], None]], batches: list[tuple],
             began = time.perf_counter()
             runners[variant](part)
             if number >= WARMUP // block + 1:  # the first blocks compile
-                per_step[variant].append((time.perf_counter() - began) / len(part))
+                blocks[variant][number] = time.perf_counter() - began
+                per_step[variant].append(blocks[variant][number] / len(part))
     median = {v: statistics.median(t) for v, t in per_step.items()}
     mean = {v: statistics.fmean(t) for v, t in per_step.items()}
     result: dict[str, Any] = {"steps": len(batches), "block": block,
@@ -38,7 +40,42 @@ def _alternate(runners: dict[str, Callable[[list], None]], batches: list[tuple],
         result[f"mean_ratio{suffix}"] = mean["doctor"] / mean[reference]
     for export in (n for n in names if n.startswith("doctor+")):
         result[f"{export}_mean_ratio"] = mean[export] / mean["plain"]
+    result["_blocks"] = blocks  # for :func:`step_split`; the callers take it out
     return result
+
+
+def step_split(timing: dict[str, Any], host_s: list[float], probed: set[int], reference: str = "plain",
+               variant: str = "doctor") -> dict[str, Any]:
+    """The Doctor's extra cost per step in us, on probe and on non-probe steps, split into host and graph.
+
+    ``host_s[k - 1]``: seconds spent in the Doctor's hooks on its step ``k`` (``on_train_step_begin``/``_end``, or
+    ``run.step``); ``probed``: the step numbers whose statistics were read. Host is timed step by step. Graph is
+    the rest of the extra time, which only a block's time holds (its steps run asynchronously up to the block's
+    final loss read): ``doctor block - reference block - host in the block`` for the same block number. On
+    blocks without a probe step it is the non-probe steps' graph cost (mean and median over blocks, per step);
+    what blocks with probe steps cost beyond that, over their probe steps, is the probe steps' graph cost.
+    """
+    blocks, block = timing["_blocks"], timing["block"]
+    free, probing = [], []  # (steps, graph seconds, probe steps) per timed block
+    for number, doctor_s in blocks[variant].items():
+        steps = range(number * block + 1, min((number + 1) * block, len(host_s)) + 1)
+        graph = doctor_s - blocks[reference][number] - sum(host_s[k - 1] for k in steps)
+        hits = sum(k in probed for k in steps)
+        (probing if hits else free).append((len(steps), graph, hits))
+    timed = [k for number in blocks[variant]
+             for k in range(number * block + 1, min((number + 1) * block, len(host_s)) + 1)]
+    host_free = [host_s[k - 1] for k in timed if k not in probed]
+    host_probe = [host_s[k - 1] for k in timed if k in probed]
+    graph_free = sum(g for _, g, _ in free) / max(1, sum(n for n, _, _ in free))
+    probe_steps = sum(h for _, _, h in probing)
+    graph_probe = ((sum(g for _, g, _ in probing) - graph_free * sum(n - h for n, _, h in probing)) / probe_steps
+                   if probe_steps else float("nan"))
+    return {"timed_probe_steps": probe_steps, "timed_nonprobe_steps": len(host_free),
+            "nonprobe_host_us": statistics.fmean(host_free) * 1e6 if host_free else float("nan"),
+            "nonprobe_graph_us": graph_free * 1e6,
+            "nonprobe_graph_median_us": statistics.median(g / n for n, g, _ in free) * 1e6 if free else float("nan"),
+            "probe_host_us": statistics.fmean(host_probe) * 1e6 if host_probe else float("nan"),
+            "probe_graph_us": graph_probe * 1e6}
 
 
 def paired_custom_timing(build: Callable[[], tuple], batches: list[tuple], dataset: Any, block: int,
@@ -67,15 +104,23 @@ def paired_custom_timing(build: Callable[[], tuple], batches: list[tuple], datas
         for inputs in part:
             reading_step(*inputs).asnumpy()
 
+    host_s: list[float] = []  # per step: time inside run.step
+
     def doctor_block(part: list) -> None:
         for inputs in part:
             out = doctored_step(*inputs)
+            began = time.perf_counter()
             run.step(out, *inputs)
+            host_s.append(time.perf_counter() - began)
         out.asnumpy()
 
     timing = _alternate({"plain": plain_block, "doctor": doctor_block, "reading": reading_block}, batches, block)
     watching.__exit__(None, None, None)
-    return {**timing, "probe_steps": len(doctor.history.probed())}
+    probed = {s.step for s in doctor.history.probed()}
+    split = {"plain": step_split(timing, host_s, probed),
+             "reading": step_split(timing, host_s, probed, reference="reading")}
+    del timing["_blocks"]
+    return {**timing, "probe_steps": len(probed), "split": split}
 
 
 def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, block: int,
@@ -115,7 +160,7 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
         context = RunContext(cb)
         doctor = Doctor(loss_read=loss_read, **options)
         doctor.on_train_begin(context)
-        hooks_s = [0.0]  # time inside the Doctor's step hooks
+        hooks_s = [0.0]  # time inside the Doctor's hooks; then one entry per step: its step hooks' time
 
         def doctor_block(part: list) -> None:
             for inputs in part:
@@ -123,11 +168,13 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
                 cb.train_dataset_element = inputs
                 began = time.perf_counter()
                 doctor.on_train_step_begin(context)
-                hooks_s[0] += time.perf_counter() - began
+                host = time.perf_counter() - began
                 cb.net_outputs = doctored._train_network(*inputs)  # pylint: disable=protected-access
                 began = time.perf_counter()
                 doctor.on_train_step_end(context)
-                hooks_s[0] += time.perf_counter() - began
+                host += time.perf_counter() - began
+                hooks_s[0] += host
+                hooks_s.append(host)
             cb.net_outputs.asnumpy()
 
         return doctor, context, doctor_block, hooks_s
@@ -154,4 +201,7 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
             if name != "doctor":
                 base = "doctor" if name == "doctor+reports" else "doctor+reports"
                 timing[f"{name}_step_us"] = (doctors[name][3][0] - doctors[base][3][0]) / steps * 1e6
-    return {**timing, "probe_steps": len(doctors["doctor"][0].history.probed())}
+    probed = {s.step for s in doctors["doctor"][0].history.probed()}
+    split = {"plain": step_split(timing, doctors["doctor"][3][1:], probed)}
+    del timing["_blocks"]
+    return {**timing, "probe_steps": len(probed), "split": split}

@@ -18,12 +18,16 @@ variant there); ``--loss-read step|deferred`` sets ``DoctorConfig.loss_read``.
 reports alone; with the MindInsight files; with the TensorBoard files) and prints
 each one's cost in us per step: the time spent in its callback hooks, epoch end
 included, minus that of the variant without it (the step itself varies by more
-than the exports cost).
+than the exports cost). The paired run also splits the Doctor's extra cost per step, in us, on probe and on
+non-probe steps, into host (the time inside its step hooks, or ``run.step``, each timed) and graph (the rest:
+Doctor block minus plain block minus host, see ``benchmarks.overhead.step_split``); ``--models mlp`` is issue
+26's fast step (a 64-128-64-10 MLP, batch 32), where that fixed cost shows.
 
     .venv/bin/python scripts/bench_overhead.py            # about 3-6 minutes on 2 busy cores
     .venv/bin/python scripts/bench_overhead.py --rounds 1 --models lenet
     .venv/bin/python scripts/bench_overhead.py --loop custom --loss-read deferred
     .venv/bin/python scripts/bench_overhead.py --rounds 3 --exports --paired-only
+    .venv/bin/python scripts/bench_overhead.py --models mlp --rounds 1 --paired-only [--loop custom]
 """
 from __future__ import annotations
 
@@ -45,7 +49,10 @@ if str(ROOT) not in sys.path:
 from benchmarks.overhead import EXPORTS, WARMUP, paired_custom_timing, paired_timing  # noqa: E402
 
 VARIANTS = ("plain", "doctor", "summary")
-MODELS = {"lenet": dict(steps=200, batch=32, shape=(1, 32, 32)), "resnet": dict(steps=60, batch=16, shape=(3, 16, 16))}
+MODELS = {"lenet": dict(steps=200, batch=32, shape=(1, 32, 32)), "resnet": dict(steps=60, batch=16, shape=(3, 16, 16)),
+          "mlp": dict(steps=1000, batch=32, shape=(64,))}
+"""``mlp``: issue 26's fast step (a few ms on CPU), a 64-128-64-10 ReLU MLP, where the Doctor's fixed per-step
+cost is not hidden by the step."""
 
 
 def _arrays(model_name: str, steps: int) -> tuple:
@@ -73,7 +80,10 @@ def _model(model_name: str) -> Any:
     from zoo import BasicBlock, LeNet5, ResNet  # the project's reference architectures
 
     ms.set_seed(0)
-    net = LeNet5() if model_name == "lenet" else ResNet(BasicBlock, [1, 1, 1, 1], cifar_stem=True)
+    if model_name == "mlp":
+        net = nn.SequentialCell(nn.Dense(64, 128), nn.ReLU(), nn.Dense(128, 64), nn.ReLU(), nn.Dense(64, 10))
+    else:
+        net = LeNet5() if model_name == "lenet" else ResNet(BasicBlock, [1, 1, 1, 1], cifar_stem=True)
     return Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
                  nn.Momentum(net.trainable_params(), 0.01, 0.9))
 
@@ -228,6 +238,7 @@ def _paired_table(models: list[str], args: argparse.Namespace) -> None:
           + (" reading median step ms | Doctor median x reading | mean x reading |" if reading else "")
           + "".join(f" +{e} us/step | +{e} mean x plain |" for e in exports))
     print("|---|---|---|---|---|---|" + ("---|---|---|" if reading else "") + "---|---|" * len(exports))
+    rows: list[tuple[str, int, dict]] = []
     for model_name in models:
         for r in range(args.rounds):
             row = _in_fresh_process("--paired-worker", model_name, "--paired-block", str(args.paired_block),
@@ -240,6 +251,27 @@ def _paired_table(models: list[str], args: argparse.Namespace) -> None:
                 extra += f" {row[f'{variant}_step_us']:.0f} | {row[f'{variant}_mean_ratio']:.3f} |"
             print(f"| {model_name} | {r + 1} | {row['plain_median_ms']:.2f} | {row['doctor_median_ms']:.2f} "
                   f"| {row['median_ratio']:.3f} | {row['mean_ratio']:.3f} |{extra}", flush=True)
+            rows.append((model_name, r + 1, row))
+    _split_table(rows, args.loop)
+
+
+def _split_table(rows: list[tuple[str, int, dict]], loop: str) -> None:
+    """The Doctor's extra us per step, host and graph, on probe and non-probe steps (``step_split``)."""
+    print(f"\nDoctor's extra cost per step, us ({loop} loop): host = inside its hooks, graph = the rest of the "
+          "step's extra time (mean over blocks; median over non-probe blocks in brackets)")
+    print("| model | round | vs | plain step us | probe / non-probe steps | non-probe host | non-probe graph "
+          "| non-probe total | probe host | probe graph | mean x |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for model_name, number, row in rows:
+        for reference, split in row["split"].items():
+            ratio = row["mean_ratio"] if reference == "plain" else row[f"mean_ratio_{reference}"]
+            plain_us = row[f"{reference}_median_ms"] * 1e3
+            print(f"| {model_name} | {number} | {reference} | {plain_us:.0f} "
+                  f"| {split['timed_probe_steps']} / {split['timed_nonprobe_steps']} "
+                  f"| {split['nonprobe_host_us']:.0f} | {split['nonprobe_graph_us']:.0f} "
+                  f"({split['nonprobe_graph_median_us']:.0f}) "
+                  f"| {split['nonprobe_host_us'] + split['nonprobe_graph_us']:.0f} "
+                  f"| {split['probe_host_us']:.0f} | {split['probe_graph_us']:.0f} | {ratio:.3f} |", flush=True)
 
 
 if __name__ == "__main__":
