@@ -286,7 +286,7 @@ def _gradients_left_unread(network: nn.Cell, optimizer: nn.Cell) -> list[str]:
     ``decay_weight`` only the recurrent layers (``nn.LSTM``/``GRU``/``RNN``) were measured doing so, and are left
     alone: an ``nn.Optimizer`` with its own ``decay_weight`` leaves every decayed gradient unread."""
     decayed = _decayed(optimizer)
-    if decayed == set() or _decays_through_library(optimizer):
+    if decayed == set():
         return []
     if isinstance(optimizer, nn.Optimizer) and type(optimizer).decay_weight is not nn.Optimizer.decay_weight:
         return [p.name for p in optimizer.parameters if p.name in decayed]
@@ -316,9 +316,10 @@ class Instrumentation:
             path: cell for path, cell in network.cells_and_names() if path and activation_kind(cell) is not None
         }
         self.unprobed: dict[str, str] = {}
-        self.unread_gradients = _gradients_left_unread(network, optimizer)
-        """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         self._read_at_decay = frozenset(_decayed(optimizer) or ()) if _decays_through_library(optimizer) else frozenset()
+        """Parameters whose gradient the probed ``decay_weight`` reads (``_decay_probe``), not the probed construct."""
+        self.unread_gradients = [] if self._read_at_decay else _gradients_left_unread(network, optimizer)
+        """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = ms.get_context("mode") == ms.GRAPH_MODE
         self._undo: list[Callable[[], None]] = []
@@ -367,16 +368,15 @@ class Instrumentation:
         return True
 
     def _install(self) -> None:
-        optimizer, count = self.optimizer, len(self.optimizer.parameters)
-        at_decay = {"_msd_decay_sums": free_parameter(np.zeros(count, np.float32)),
-                    "_msd_decay_calls": free_parameter(np.zeros(1, np.int32))} if self._read_at_decay else {}
+        optimizer, count, at_decay = self.optimizer, len(self.optimizer.parameters), bool(self._read_at_decay)
         self._swap("optimizer", optimizer, _optimizer_probe, lambda: {
             "_msd_probing": free_parameter(np.array(False)),
             "_msd_grad_sums": free_parameter(np.zeros(count, np.float32)),
             "_msd_calls": free_parameter(np.zeros(1, np.int32)),
             "_msd_read": tuple(name not in self.unread_gradients and name not in self._read_at_decay
                                for name in self.parameter_names),
-            **at_decay,
+            **({"_msd_decay_sums": free_parameter(np.zeros(count, np.float32)),
+                "_msd_decay_calls": free_parameter(np.zeros(1, np.int32))} if at_decay else {}),
         }, check=_gradients_first, extra={"decay_weight": _decay_probe,
                                           "_msd_decay_weight": nn.Optimizer.decay_weight} if at_decay else None)
         if self.optimizer_probed:
