@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, TypeVar
 from mindspore_doctor.catalog import make_finding, resolve_codes
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
+from mindspore_doctor.rule import CheckSkipped  # noqa: F401 - the checks raise it; defined with the rules that do too
 
 T = TypeVar("T")
 OPTIONAL_PACKAGES = {"jinja2": "jinja2", "matplotlib": "matplotlib", "tensorboardX": "tensorboardX"}
@@ -24,10 +25,6 @@ OPTIONAL_PACKAGES = {"jinja2": "jinja2", "matplotlib": "matplotlib", "tensorboar
 DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO})
 """A write that fails with one of these (full, read-only, forbidden, failing disk) is the machine's state, not a
 bug of ours: MSD002, and the files are complete or absent (``_io`` writes atomically)."""
-
-
-class CheckSkipped(Exception):
-    """Raised by a check that cannot run here; the message says why (becomes MSD002)."""
 
 
 @dataclass(frozen=True)

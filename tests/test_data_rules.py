@@ -202,7 +202,7 @@ def test_rules_are_pure_functions_quiet_on_clean_random_signals():
     """No MindSpore: hand-made signals of 2048 clean Gaussian rows in random label order."""
     from mindspore_doctor.config import DoctorConfig
     from mindspore_doctor.data.signals import DatasetSignals, DataSignals, FeatureStats, LabelStats
-    from mindspore_doctor.rules.data import RULES
+    from mindspore_doctor.rules.data import JUDGES
 
     rows = np.random.default_rng(0).normal(size=(2048, 20))
     feature = FeatureStats("x", "tabular", "feature", "F", rows.mean(0), rows.std(0), rows.min(0), rows.max(0),
@@ -210,9 +210,9 @@ def test_rules_are_pure_functions_quiet_on_clean_random_signals():
     label = LabelStats("label", "class", np.random.default_rng(1).integers(0, 10, 2048).astype(float))
     train = DatasetSignals("train", 2048, 64, 60_000, features=[feature], label=label)
     signals = DataSignals(train, DatasetSignals("eval", 2048, 64, 10_000, features=[feature], label=label))
-    assert [f for _, rule in RULES for f in rule(signals, DoctorConfig())] == []
+    assert [f for _, rule in JUDGES for f in rule(signals, DoctorConfig())] == []
     label.values = np.sort(label.values)
-    assert [f.code for _, rule in RULES for f in rule(signals, DoctorConfig())] == ["MSD305"]
+    assert [f.code for _, rule in JUDGES for f in rule(signals, DoctorConfig())] == ["MSD305"]
 
 
 def test_per_class_counts_cover_every_shard_under_data_parallelism():

@@ -18,6 +18,15 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node but those under ``if TYPE_CHECKING:``: an import for annotations only is no dependency at run time
+    (the rules name ``DoctorConfig`` in their signatures, and ``DoctorConfig`` is built from the rules)."""
+    typing_only = {id(inner) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+                   for statement in node.body for inner in ast.walk(statement)}
+    return [node for node in ast.walk(tree) if id(node) not in typing_only]
+
+
 def _imports() -> dict[str, set[str]]:
     """Every module's imports of the package's own modules, wherever the import statement is."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
@@ -25,7 +34,7 @@ def _imports() -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _runtime_nodes(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:

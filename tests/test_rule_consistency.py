@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mindspore_doctor.catalog import RULES
-from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.config import OPTIONS, DoctorConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mindspore_doctor"
@@ -66,13 +66,9 @@ def header(text: str) -> str:
     return text.split("\n## ", 1)[0]
 
 
-@cache
 def config_docstrings() -> dict[str, str]:
-    """Field name -> the docstring below it in ``DoctorConfig``."""
-    tree = ast.parse((PACKAGE / "config.py").read_text(encoding="utf-8"))
-    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "DoctorConfig").body
-    return {a.target.id: b.value.value for a, b in zip(body, body[1:])
-            if isinstance(a, ast.AnnAssign) and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant)}
+    """Field name -> its documentation (``config.OPTIONS``: the run options and every rule's options)."""
+    return {name: option.doc for name, option in OPTIONS.items()}
 
 
 def call_arguments(text: str, name: str) -> list[str]:
@@ -235,7 +231,7 @@ def registries() -> dict[str, set[str]]:
         "rules.training.ACTIVATION_PROBE_CODES": set(training.ACTIVATION_PROBE_CODES),
         "rules.training.probes_needed()": set(training.probes_needed(DoctorConfig())),
         "rules.adversarial.ADVERSARIAL_RULES": {c for codes, _ in adversarial.ADVERSARIAL_RULES for c in codes},
-        "rules.data.RULES": {c for c, _ in data.RULES},
+        "rules.data.JUDGES": {c for c, _ in data.JUDGES},
         "runners.check_data.DATA_CODES": set(check_data.DATA_CODES),
         "runners.check_data.PAIR_CODES": set(check_data.PAIR_CODES),
         "runners.lint.CHECKS": {c for check in lint.CHECKS for c in check.codes},
@@ -261,8 +257,8 @@ def test_registries_name_known_codes():
     for name in ("rules.training.PROBE_CODES", "rules.training.CURRENT_RULES"):
         if tables[name] - judged:
             problems.append(f"{name} names {sorted(tables[name] - judged)}, which no TRAINING_RULES entry judges")
-    if tables["runners.check_data.PAIR_CODES"] - tables["rules.data.RULES"]:
-        problems.append("runners.check_data.PAIR_CODES names codes rules.data.RULES does not judge")
+    if tables["runners.check_data.PAIR_CODES"] - tables["rules.data.JUDGES"]:
+        problems.append("runners.check_data.PAIR_CODES names codes rules.data.JUDGES does not judge")
     assert not problems, "\n".join(problems)
 
 

@@ -14,12 +14,48 @@ sessions judge them on each network.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import statistics
 
-from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.signals import AdversarialSignals, ValueStats
+from mindspore_doctor.rule import Option, Rule, WARNING
+from mindspore_doctor.rules.training import LOSS_WINDOW, PERSISTENT_PROBES
+
+if TYPE_CHECKING:
+    from mindspore_doctor.config import DoctorConfig
+
+# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+GAN_COLLAPSE_FRACTION = Option(
+    "gan_collapse_fraction", 0.05,
+    "MSD217: the discriminator's loss (median of its last ``loss_window`` steps) below this fraction of its first "
+    "window's median counts as collapsed (real + fake binary cross-entropy from ~1.39 to below ~0.07).",
+)
+GAN_GENERATOR_RISE = Option(
+    "gan_generator_rise", 2.0,
+    "MSD217: ... while the generator's loss ends at least this many times its first window's median.",
+)
+GAN_RANGE_OUTSIDE = Option(
+    "gan_range_outside", 0.25,
+    "MSD218: fraction of the generator's output outside the real samples' range (widened by 5 % of it) that counts, "
+    "on each of the last ``persistent_probes`` probes; 0.1 where the generator's output layer cannot span the data.",
+)
+
+DISCRIMINATOR_OVERPOWERS_GENERATOR = Rule(
+    "MSD217", "discriminator-overpowers-generator", WARNING,
+    "a GAN's discriminator loss collapses to ~0 while the generator's grows: the generator gets no useful signal",
+    options=(LOSS_WINDOW, GAN_COLLAPSE_FRACTION, GAN_GENERATOR_RISE),
+)
+REAL_FAKE_RANGE_MISMATCH = Rule(
+    "MSD218", "real-fake-range-mismatch", WARNING,
+    "a GAN's real samples and the generator's output span different ranges: the discriminator can tell them apart "
+    "by range alone",
+    options=(PERSISTENT_PROBES, GAN_RANGE_OUTSIDE),
+)
+
+RULES = (DISCRIMINATOR_OVERPOWERS_GENERATOR, REAL_FAKE_RANGE_MISMATCH)
 
 OUTPUT_RANGES = {"tanh": (-1.0, 1.0), "sigmoid": (0.0, 1.0)}
 """The range of a generator's output layer, by activation kind: the only values it can produce."""
@@ -61,8 +97,7 @@ def discriminator_overpowers(signals: AdversarialSignals, config: DoctorConfig) 
         evidence["generator_grad_norm_start"], evidence["generator_grad_norm_now"] = norms[0][1], norms[-1][1]
         signal = (f" The generator's gradient norm went from {norms[0][1]:.3g} to {norms[-1][1]:.3g} (step "
                   f"{norms[-1][0]}).")
-    return [make_finding(
-        "MSD217",
+    return [DISCRIMINATOR_OVERPOWERS_GENERATOR.finding(
         f"The discriminator `{signals.discriminator}` wins the game: its loss fell from {d_start:.3g} to {d_now:.3g} "
         f"(median of its first and last {w} steps) while the loss of the generator `{signals.generator}` rose from "
         f"{g_start:.3g} to {g_now:.3g}. It rejects whatever the generator makes, and the generator gets no useful "
@@ -120,8 +155,7 @@ def real_fake_range_mismatch(signals: AdversarialSignals, config: DoctorConfig) 
     evidence = {"real_range": [real.low, real.high], "real_mean": real.mean,
                 "generated_range": [shown.low, shown.high], "generated_mean": shown.mean, "generated_outside_fraction": fraction, "at_step": shown.step,
                 "last_outside_fraction": last_fraction, "output_activation": signals.output_activation}
-    return [make_finding(
-        "MSD218",
+    return [REAL_FAKE_RANGE_MISMATCH.finding(
         f"The discriminator `{signals.discriminator}` sees real samples in {_show(real.low, real.high)} (mean "
         f"{real.mean:.3g}) and samples of the generator `{signals.generator}` in {_show(shown.low, shown.high)} (mean "
         f"{shown.mean:.3g}): {fraction:.0%} of the generated values lie outside the real range at step {shown.step}, "

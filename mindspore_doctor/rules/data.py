@@ -6,22 +6,153 @@ the probes could not measure raise ``CheckSkipped`` (reported as MSD002).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.data.signals import DatasetSignals, DataSignals, FeatureStats, LabelStats
 from mindspore_doctor.findings import Finding
-from mindspore_doctor.checks import CheckSkipped
+from mindspore_doctor.rule import ERROR, INFO, Option, Rule, WARNING
+from mindspore_doctor.rules.training import LOSS_SUSPICIOUSLY_LOW
+from mindspore_doctor.rule import CheckSkipped
+
+if TYPE_CHECKING:
+    from mindspore_doctor.config import DoctorConfig
+
+# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+IMBALANCE_RATIO = Option(
+    "imbalance_ratio", 10.0,
+    "MSD302: largest / smallest class count above this is imbalanced.",
+)
+OUTLIER_Z = Option(
+    "outlier_z", 10.0,
+    "MSD303: robust z-score |x - median| / (1.4826 MAD) above which a sample is an outlier.",
+)
+OUTLIER_GAP = Option(
+    "outlier_gap", 3.0,
+    "MSD303: an outlier must also lie beyond an empty stretch of at least this many robust scales (1.4826 MAD) "
+    "between it and the median: values of a discrete or sparse feature that run on without a break up to its "
+    "maximum (a pixel at 16 of 0..16) are its range, not outliers.",
+)
+NORMALIZED_MAX = Option(
+    "normalized_max", 5.0,
+    "MSD304: a feature/channel whose |mean| or std exceeds this is not normalised.",
+)
+SCALE_RATIO_MAX = Option(
+    "scale_ratio_max", 100.0,
+    "MSD304: largest / smallest feature std above this: scales differ by orders of magnitude.",
+)
+SPARSE_MODE_FRACTION = Option(
+    "sparse_mode_fraction", 0.5,
+    "MSD304: a feature that takes one value in at least this fraction of the samples (a sparse count, a blank "
+    "pixel) is compared by the RMS distance of its other values from that value, not by its std, which only says "
+    "how rarely it varies.",
+)
+SHUFFLE_RUNS_RATIO = Option(
+    "shuffle_runs_ratio", 0.5,
+    "MSD305: fewer label runs than this fraction of those expected in random order: not shuffled.",
+)
+SHUFFLE_CORRELATION = Option(
+    "shuffle_correlation", 0.5,
+    "MSD305: |rank correlation| between a regression target and its position above this: sorted.",
+)
+PARAMS_PER_SAMPLE_MAX = Option(
+    "params_per_sample_max", 1000.0,
+    "MSD307: trainable parameters per training sample above this: too few samples. A weight-shared parameter "
+    "(convolution, recurrent cell, embedding) counts 1 / the input's positions per sample (H x W, steps): it is "
+    "fitted at each, so RegNet's 2.3M parameters on 1024 32x32 images count 24 per sample, not 2263.",
+)
+MIN_SAMPLES_PER_CLASS = Option(
+    "min_samples_per_class", 100,
+    "MSD307: a class with fewer (estimated) training samples than this may have too few (see "
+    "``params_per_class_sample_max``).",
+)
+PARAMS_PER_CLASS_SAMPLE_MAX = Option(
+    "params_per_class_sample_max", 100.0,
+    "MSD307: a class below ``min_samples_per_class`` is too small only for a network with more than this many "
+    "trainable parameters per class (params / classes) per sample of that class: wine's 36-sample class under a "
+    "547-parameter MLP (5) is normal, 40 samples per class under a 540k-parameter MLP (3375) are not.",
+)
+MISMATCH_SHIFT = Option(
+    "mismatch_shift", 1.0,
+    "MSD308: eval mean off the train mean by more than this many train stds: mismatch.",
+)
+MISMATCH_STD_RATIO = Option(
+    "mismatch_std_ratio", 3.0,
+    "MSD308: eval/train std ratio beyond this factor (either way): mismatch.",
+)
+MISMATCH_NOISE_SIGMAS = Option(
+    "mismatch_noise_sigmas", 3.0,
+    "MSD308: a mean shift or std ratio must also exceed its threshold by this many standard errors of its own "
+    "estimate (a sparse feature's std, measured on a few hundred samples, is noisy).",
+)
+LEAKAGE_MIN_MATCHES = Option(
+    "leakage_min_matches", 1,
+    "MSD309: sampled eval samples byte-identical to sampled train samples needed to report leakage.",
+)
+LEAKAGE_NOISE_SIGMAS = Option(
+    "leakage_noise_sigmas", 3.0,
+    "MSD309: eval samples found in the training sample must exceed what the training set's own duplicate rate "
+    "predicts by this many standard deviations (short token sequences repeat naturally).",
+)
+
+NONFINITE_INPUT = Rule(
+    "MSD301", "nonfinite-input", ERROR,
+    "NaN/Inf in inputs or labels",
+)
+CLASS_IMBALANCE = Rule(
+    "MSD302", "class-imbalance", WARNING,
+    "largest/smallest class count ratio too high",
+    options=(IMBALANCE_RATIO,),
+)
+INPUT_OUTLIERS = Rule(
+    "MSD303", "input-outliers", INFO,
+    "samples far outside the bulk",
+    options=(OUTLIER_Z, OUTLIER_GAP),
+)
+INPUT_NOT_NORMALIZED = Rule(
+    "MSD304", "input-not-normalized", WARNING,
+    "inputs not normalised",
+    options=(NORMALIZED_MAX, SCALE_RATIO_MAX, SPARSE_MODE_FRACTION),
+)
+DATA_NOT_SHUFFLED = Rule(
+    "MSD305", "data-not-shuffled", WARNING,
+    "label order correlated with position",
+    options=(SHUFFLE_RUNS_RATIO, SHUFFLE_CORRELATION),
+)
+LABEL_OUT_OF_RANGE = Rule(
+    "MSD306", "label-out-of-range", ERROR,
+    "labels outside the model output range",
+)
+TOO_FEW_SAMPLES = Rule(
+    "MSD307", "too-few-samples", WARNING,
+    "too few samples for the model size",
+    options=(PARAMS_PER_SAMPLE_MAX, MIN_SAMPLES_PER_CLASS, PARAMS_PER_CLASS_SAMPLE_MAX),
+)
+TRAIN_EVAL_MISMATCH = Rule(
+    "MSD308", "train-eval-mismatch", WARNING,
+    "train and eval inputs differ in distribution",
+    options=(MISMATCH_SHIFT, MISMATCH_STD_RATIO, MISMATCH_NOISE_SIGMAS),
+)
+TRAIN_EVAL_LEAKAGE = Rule(
+    "MSD309", "train-eval-leakage", ERROR,
+    "the same samples in train and eval",
+    options=(LEAKAGE_MIN_MATCHES, LEAKAGE_NOISE_SIGMAS),
+)
+CONSTANT_FEATURE = Rule(
+    "MSD310", "constant-feature", WARNING,
+    "a feature or channel with a single value",
+)
+
+RULES = (NONFINITE_INPUT, CLASS_IMBALANCE, INPUT_OUTLIERS, INPUT_NOT_NORMALIZED, DATA_NOT_SHUFFLED, LABEL_OUT_OF_RANGE, TOO_FEW_SAMPLES, TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE, CONSTANT_FEATURE)
 
 MIN_ORDER_SAMPLES = 32
 """Fewer labels than this say nothing reliable about their order or their outliers."""
 DENSE_IGNORE_IDS = (-100, 255)
 """Conventional ``ignore_index`` values in dense (segmentation, token) labels: never out of range."""
 
-DataRule = Callable[[DataSignals, DoctorConfig], list[Finding]]
+DataRule = Callable[[DataSignals, "DoctorConfig"], list[Finding]]
 
 
 def _g(x: float) -> str:
@@ -56,8 +187,7 @@ def nonfinite_input(s: DataSignals, config: DoctorConfig) -> list[Finding]:
             bad = np.flatnonzero(f.nonfinite)
             if bad.size:
                 total = int(f.nonfinite.sum())
-                found.append(make_finding(
-                    "MSD301",
+                found.append(NONFINITE_INPUT.finding(
                     f"{ds.name} input {f.feature_label(int(bad[0]))} holds {total} NaN/Inf values in "
                     f"{ds.samples} sampled samples ({bad.size} {f.feature_name}(s) affected).",
                     location=_where(ds, f.column),
@@ -66,8 +196,7 @@ def nonfinite_input(s: DataSignals, config: DoctorConfig) -> list[Finding]:
                     "impute or drop them before training; one NaN input turns the loss NaN.",
                 ))
         if ds.label is not None and ds.label.nonfinite:
-            found.append(make_finding(
-                "MSD301",
+            found.append(NONFINITE_INPUT.finding(
                 f"{ds.name} label `{ds.label.column}` holds {ds.label.nonfinite} NaN/Inf values in {ds.samples} sampled samples.",
                 location=_where(ds, ds.label.column),
                 evidence={"nonfinite_values": ds.label.nonfinite, "samples": ds.samples},
@@ -128,8 +257,7 @@ def data_not_shuffled(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     if s.train.shuffle_ignored:
         trap = (" Note: GeneratorDataset shuffles only random-access sources (with __getitem__ and __len__); "
                 "over a Python generator, shuffle=True is silently ignored.")
-    return [make_finding(
-        "MSD305",
+    return [DATA_NOT_SHUFFLED.finding(
         f"Training data is not shuffled: {why}.{trap}",
         location=_where(s.train, s.train.label.column),
         evidence={**evidence, "shuffle_ignored_by_generator": s.train.shuffle_ignored},
@@ -156,8 +284,7 @@ def class_imbalance(s: DataSignals, config: DoctorConfig) -> list[Finding]:
         return []
     big, small = int(classes[counts.argmax()]), int(classes[counts.argmin()])
     probability = classes.size == 2 and s.network.num_outputs == 1
-    return [make_finding(
-        "MSD302",
+    return [CLASS_IMBALANCE.finding(
         f"Classes of `{s.train.label.column}` are imbalanced: class {big} has {int(counts.max())} samples and class {small} only "
         f"{int(counts.min())} in the {ids.size} sampled (ratio {ratio:.1f} > {_g(config.imbalance_ratio)})."
         + (f" The network predicts it with one output, a probability: a base rate of {counts.min() / ids.size:.1%} "
@@ -218,8 +345,7 @@ def input_outliers(s: DataSignals, config: DoctorConfig) -> list[Finding]:
         # a saturated sensor, blank images): a broken input, so a warning rather than a note.
         values, counts = np.unique(f.per_sample[outliers, feature], return_counts=True)
         sentinel = float(values[counts.argmax()]) if counts.max() >= max(2, outliers.size // 2) else None
-        found.append(make_finding(
-            "MSD303",
+        found.append(INPUT_OUTLIERS.finding(
             f"{outliers.size} of {z.shape[0]} sampled inputs of `{f.column}` lie more than {_g(config.outlier_z)} "
             f"robust z-scores from the median, past a gap in the values; worst: sample #{worst}, "
             f"{what}{f.feature_label(feature)} = {_g(f.per_sample[worst, feature])} (z = {_g(z[worst, feature])}, "
@@ -280,8 +406,7 @@ def input_not_normalized(s: DataSignals, config: DoctorConfig) -> list[Finding]:
                        f"(ratio {ratio:.3g} > {_g(config.scale_ratio_max)}).")
         else:
             continue
-        found.append(make_finding(
-            "MSD304",
+        found.append(INPUT_NOT_NORMALIZED.finding(
             message,
             location=_where(s.train, f.column),
             evidence={"feature": i, "mean": float(f.mean[i]), "std": float(f.std[i]), "min": float(f.min[i]),
@@ -303,8 +428,7 @@ def label_out_of_range(s: DataSignals, config: DoctorConfig) -> list[Finding]:
             continue
         if label.kind == "onehot":
             if num_outputs is not None and label.width > num_outputs:
-                found.append(make_finding(
-                    "MSD306",
+                found.append(LABEL_OUT_OF_RANGE.finding(
                     f"{ds.name} label `{label.column}` is one-hot over {label.width} classes but the network has "
                     f"{num_outputs} outputs.",
                     location=_where(ds, label.column),
@@ -326,8 +450,7 @@ def label_out_of_range(s: DataSignals, config: DoctorConfig) -> list[Finding]:
         outputs_text = f" for a network with {num_outputs} output(s)" if num_outputs is not None else ""
         marker = float(bad[0]) if bad[0] < 0 and np.all(bad == bad[0]) else None
         masked = marker is not None and (marker == s.network.ignore_index or s.network.custom_loss)
-        found.append(make_finding(
-            "MSD306",
+        found.append(LABEL_OUT_OF_RANGE.finding(
             f"{ds.name} label `{label.column}` has {bad.size} sampled values outside {range_text}{outputs_text}: "
             f"min {_g(ids.min())}, max {_g(ids.max())}."
             + (f" All of them are {_g(marker)}: fine if it marks unlabelled samples your loss skips." if masked else ""),
@@ -375,8 +498,7 @@ def too_few_samples(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     effective = capacity["effective_params"]
     column = s.train.label.column if s.train.label else ""
     if params and effective / total > config.params_per_sample_max:
-        found.append(make_finding(
-            "MSD307",
+        found.append(TOO_FEW_SAMPLES.finding(
             f"The network has {params:,} trainable parameters{counted} for {total:,} training samples "
             f"({effective / total:.0f} per sample > {_g(config.params_per_sample_max)}): it can memorise the data.",
             location=_where(s.train, column),
@@ -393,8 +515,7 @@ def too_few_samples(s: DataSignals, config: DoctorConfig) -> list[Finding]:
                          & (per_class / np.maximum(estimated, 1) > config.params_per_class_sample_max))
     if few.size:
         k = int(few[np.argmin(estimated[few])])
-        found.append(make_finding(
-            "MSD307",
+        found.append(TOO_FEW_SAMPLES.finding(
             f"{few.size} of {classes.size} classes are small for the network's capacity: class {int(classes[k])} "
             f"has about {estimated[k]:.0f} of {total:,} training samples for {per_class:,.0f} trainable parameters "
             f"per class{counted} ({per_class / max(estimated[k], 1):.0f} per sample > "
@@ -508,8 +629,7 @@ def train_eval_mismatch(s: DataSignals, config: DoctorConfig) -> list[Finding]:
             a = float(std_ratio[i])
             b = float(e.mean[i] - a * t.mean[i])
             affine = f"; eval ≈ {a:.3g} x train {'+' if b >= 0 else '-'} {abs(b):.3g}"
-        found.append(make_finding(
-            "MSD308",
+        found.append(TRAIN_EVAL_MISMATCH.finding(
             f"Train and eval `{t.column}` differ: {t.feature_label(i)} has mean {_g(t.mean[i])} / std {_g(t.std[i])} "
             f"in train but {_g(e.mean[i])} / {_g(e.std[i])} in eval ({_g(shift[i])} train stds apart, std ratio "
             f"{_g(std_ratio[i])}; {n_t} train and {n_e} eval samples{affine}) ({bad.size} of {t.num_features} "
@@ -548,8 +668,7 @@ def train_eval_leakage(s: DataSignals, config: DoctorConfig) -> list[Finding]:
                    "so the real overlap is likely larger.")
     repeats = (f" The training sample repeats itself at a rate of {natural:.1%}, which explains about "
                f"{expected:.0f}." if natural else "")
-    return [make_finding(
-        "MSD309",
+    return [TRAIN_EVAL_LEAKAGE.finding(
         f"{matched} of {s.eval.hashes.size} sampled eval inputs also appear, byte for byte, in the "
         f"{s.train.hashes.size} sampled training inputs.{repeats}{partial}",
         location={"dataset": "eval"},
@@ -629,8 +748,7 @@ def _suspicious_constant_id(f: FeatureStats, constant: np.ndarray, s: DataSignal
         return None
     j = suspects[0]
     value = int(f.min[j])
-    return make_finding(
-        "MSD310",
+    return CONSTANT_FEATURE.finding(
         f"{_position_text(f, j)} id {value} over {s.train.samples} sampled samples, and {value} is above every id "
         f"at the other positions (largest there {largest_other:.0f}): the rare end of the vocabulary, where a "
         f"hand-built vocabulary appends its unknown-word id. A tokeniser that misses the same word of every text "
@@ -656,8 +774,7 @@ def _constant_values(f: FeatureStats, s: DataSignals, constant: np.ndarray) -> F
     # A sparse/one-hot column can be all zeros in a partial sample; a constant channel, a non-zero
     # constant or a constant over the whole training set is a broken pipeline.
     certain = f.layout in ("CHW", "HWC") or value != 0.0 or whole
-    return make_finding(
-        "MSD310",
+    return CONSTANT_FEATURE.finding(
         f"{label} {'are' if plural else 'is'} constant over {'all ' if whole else ''}{s.train.samples} "
         f"{'training' if whole else 'sampled'} samples (value {_g(value)}); {constant.size} of {f.num_features} "
         f"{f.feature_name}s carry no information.",
@@ -723,8 +840,7 @@ def label_in_inputs(s: DataSignals, config: DoctorConfig) -> list[Finding]:
         if not copies.size:
             continue
         j = int(copies[0])
-        found.append(make_finding(
-            "MSD205",
+        found.append(LOSS_SUSPICIOUSLY_LOW.finding(
             f"Input {f.feature_label(j)} is the target `{label.column}` itself (an affine copy: correlation "
             f"{r[j]:+.6f} over {int(keep.sum())} sampled rows): the network can read the answer, so the loss will "
             "collapse and the model is useless once the target is unknown.",
@@ -737,7 +853,7 @@ def label_in_inputs(s: DataSignals, config: DoctorConfig) -> list[Finding]:
     return found
 
 
-RULES: list[tuple[str, DataRule]] = [
+JUDGES: list[tuple[str, DataRule]] = [
     ("MSD205", label_in_inputs),
     ("MSD301", nonfinite_input),
     ("MSD302", class_imbalance),

@@ -7,13 +7,56 @@ config. Ranks are compared with the lowest rank that has data.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
+from mindspore_doctor.rule import ERROR, Option, Rule, WARNING
+
+if TYPE_CHECKING:
+    from mindspore_doctor.config import DoctorConfig
+
+# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+RANK_CHECK_EVERY = Option(
+    "rank_check_every", 50,
+    "MSD502: compare parameter fingerprints across ranks every N steps (and at train end).",
+)
+RANK_RTOL = Option(
+    "rank_rtol", 1e-5,
+    "MSD501/502: fingerprints within rank_atol + rank_rtol * |value| count as equal across ranks.",
+)
+RANK_ATOL = Option(
+    "rank_atol", 1e-7,
+    "MSD501/502: absolute part of the cross-rank tolerance.",
+)
+RANK_BATCH_STEPS = Option(
+    "rank_batch_steps", 2,
+    "MSD503: the first N batches of each rank are hashed per sample and compared across ranks.",
+)
+RANK_DUPLICATE_FRACTION = Option(
+    "rank_duplicate_fraction", 0.5,
+    "MSD503: two ranks sharing at least this fraction of those samples read the same data.",
+)
+
+RANK_INIT_MISMATCH = Rule(
+    "MSD501", "rank-init-mismatch", ERROR,
+    "initial parameters differ across ranks",
+    options=(RANK_RTOL, RANK_ATOL),
+)
+RANK_DIVERGENCE = Rule(
+    "MSD502", "rank-divergence", ERROR,
+    "parameters drift apart across ranks",
+    options=(RANK_CHECK_EVERY, RANK_RTOL, RANK_ATOL),
+)
+RANK_DATA_DUPLICATION = Rule(
+    "MSD503", "rank-data-duplication", WARNING,
+    "ranks read the same samples",
+    options=(RANK_BATCH_STEPS, RANK_DUPLICATE_FRACTION),
+)
+
+RULES = (RANK_INIT_MISMATCH, RANK_DIVERGENCE, RANK_DATA_DUPLICATION)
 
 _NAMED = 3
 """Parameters named in a message; the evidence lists more."""
@@ -70,8 +113,7 @@ def rank_init_mismatch(
     if not differing:
         return []
     first, evidence, ranks, named = _summary(differing, len(names))
-    return [make_finding(
-        "MSD501",
+    return [RANK_INIT_MISMATCH.finding(
         f"{len(differing)} of {len(names)} parameters start with different values on ranks {ranks}: {named} "
         f"(largest relative difference {evidence['max_relative_difference']:.3g}). Data-parallel training "
         "all-reduces gradients, so the ranks would train different models forever.",
@@ -96,8 +138,7 @@ def rank_divergence(
     if not differing:
         return []
     first, evidence, ranks, named = _summary(differing, len(names))
-    return [make_finding(
-        "MSD502",
+    return [RANK_DIVERGENCE.finding(
         f"{named} drifted apart across ranks {ranks} by step {step} (largest relative difference "
         f"{evidence['max_relative_difference']:.3g}, {len(differing)} of {len(names)} parameters): the ranks "
         "apply different updates, so gradients are not all-reduced.",
@@ -130,8 +171,7 @@ def rank_data_duplication(digests: Mapping[int, Sequence[str] | None], step: int
         return []
     involved = sorted(duplicated)
     samples = min(len(sets[r]) for r in involved)
-    return [make_finding(
-        "MSD503",
+    return [RANK_DATA_DUPLICATION.finding(
         f"ranks {involved} trained on the same samples: {worst:.0%} of the {samples} samples of their first "
         f"{config.rank_batch_steps} batches are identical. Each rank must read its own shard, otherwise the "
         "run sees every sample world_size times per epoch and gains nothing from the extra devices.",

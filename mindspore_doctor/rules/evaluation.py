@@ -6,12 +6,92 @@ or from ``sanity()``; every rule here is a pure function over them.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.signals import EvalRecord, Metric
+from mindspore_doctor.rule import CHECK_SKIPPED, ERROR, Option, Rule, WARNING
+
+if TYPE_CHECKING:
+    from mindspore_doctor.config import DoctorConfig
+
+# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+OVERFIT_PATIENCE = Option(
+    "overfit_patience", 2,
+    "MSD401: consecutive evaluations with rising eval loss (while train loss falls) that mean overfitting, and "
+    "evaluations without a new best eval loss that mean it stopped improving (the gap test).",
+)
+OVERFIT_MIN_RISE = Option(
+    "overfit_min_rise", 0.1,
+    "MSD401: rising eval loss must end at least this fraction above its best (a healthy run's eval loss wanders by "
+    "a few percent once it has converged).",
+)
+OVERFIT_GAP_RATIO = Option(
+    "overfit_gap_ratio", 2.0,
+    "MSD401: eval loss at or above this multiple of train loss, once eval loss stopped improving (no new best for "
+    "``overfit_patience`` evaluations).",
+)
+OVERFIT_NOISE_SIGMAS = Option(
+    "overfit_noise_sigmas", 3.0,
+    "MSD401: a rise of the eval loss above its best, and its gap above the train loss, must exceed this many "
+    "standard errors of the losses (per-sample loss std / sqrt(samples)): on a 114-sample eval split one "
+    "evaluation's mean loss moves by ~1 standard error, and the best of many evaluations sits 1-2 below the truth.",
+)
+UNDERFIT_MARGIN = Option(
+    "underfit_margin", 0.2,
+    "MSD402: train metric within this fraction of the headroom above the trivial baseline is underfitting.",
+)
+BASELINE_MARGIN = Option(
+    "baseline_margin", 0.05,
+    "MSD404: metric must beat the trivial baseline by this fraction of the headroom (accuracy) / of the baseline "
+    "error.",
+)
+MODE_SWITCH_MAX_CHANGE = Option(
+    "mode_switch_max_change", 2.0,
+    "MSD405: L2 change of the outputs between train and eval mode on one batch, over the smaller output norm, above "
+    "this.",
+)
+OVERFIT_BATCH_SIZE = Option(
+    "overfit_batch_size", 8,
+    "MSD403: samples in the one batch the sanity check must overfit.",
+)
+OVERFIT_STEPS = Option(
+    "overfit_steps", 150,
+    "MSD403: step budget to drive the loss on that batch near zero.",
+)
+OVERFIT_LOSS_RATIO = Option(
+    "overfit_loss_ratio", 0.05,
+    "MSD403: the batch is fitted when its loss falls to this fraction of its initial loss (or below 1e-3).",
+)
+
+OVERFITTING = Rule(
+    "MSD401", "overfitting", WARNING,
+    "eval loss rising while train loss falls",
+    options=(OVERFIT_PATIENCE, OVERFIT_MIN_RISE, OVERFIT_GAP_RATIO, OVERFIT_NOISE_SIGMAS),
+)
+UNDERFITTING = Rule(
+    "MSD402", "underfitting", WARNING,
+    "train metric close to a trivial baseline",
+    options=(UNDERFIT_MARGIN,),
+)
+CANNOT_OVERFIT_BATCH = Rule(
+    "MSD403", "cannot-overfit-batch", ERROR,
+    "model cannot fit one small batch",
+    options=(OVERFIT_BATCH_SIZE, OVERFIT_STEPS, OVERFIT_LOSS_RATIO),
+)
+WORSE_THAN_BASELINE = Rule(
+    "MSD404", "worse-than-baseline", ERROR,
+    "metric not better than a trivial predictor",
+    options=(BASELINE_MARGIN,),
+)
+MODE_SWITCH_INCONSISTENCY = Rule(
+    "MSD405", "mode-switch-inconsistency", WARNING,
+    "outputs change drastically between modes",
+    options=(MODE_SWITCH_MAX_CHANGE,),
+)
+
+RULES = (OVERFITTING, UNDERFITTING, CANNOT_OVERFIT_BATCH, WORSE_THAN_BASELINE, MODE_SWITCH_INCONSISTENCY)
 
 
 def _finite(x: float | None) -> bool:
@@ -102,8 +182,7 @@ def overfitting(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Fin
 
 
 def _overfit_finding(message: str, last: EvalRecord, best: EvalRecord, kind: str, se: float) -> Finding:
-    return make_finding(
-        "MSD401", message, step=None, location={"epoch": last.epoch},
+    return OVERFITTING.finding(message, step=None, location={"epoch": last.epoch},
         evidence={"kind": kind, "epoch": last.epoch, "train_loss": last.train_loss, "eval_loss": last.eval_loss,
                   "best_epoch": best.epoch, "best_eval_loss": best.eval_loss, "standard_error": se,
                   "eval_samples": last.eval_samples},
@@ -122,8 +201,7 @@ def underfitting(train_metric: Metric | None, baseline: Metric | None, config: D
         return []
     if _beats(train_metric, baseline, config.underfit_margin):
         return []
-    return [make_finding(
-        "MSD402",
+    return [UNDERFITTING.finding(
         f"After training, the model's train {_describe(train_metric)} is close to a trivial predictor's "
         f"({_describe(baseline)}; needs to beat it by {config.underfit_margin:.0%} of the headroom): the model "
         "underfits even the training data.",
@@ -148,8 +226,7 @@ def worse_than_baseline(metric: Metric | None, baseline: Metric | None, config: 
         return []
     trivial = baseline.trivial or ("predicting the majority class" if baseline.higher_is_better
                                    else "predicting the label mean")
-    return [make_finding(
-        "MSD404",
+    return [WORSE_THAN_BASELINE.finding(
         f"On the {data} data the model's {_describe(metric)} is not better than {trivial} "
         f"({_describe(baseline)}).",
         location={"data": data, **({"epoch": epoch} if epoch is not None else {})},
@@ -172,8 +249,7 @@ def mode_switch_inconsistency(relative_change: float | None, cells: Sequence[str
     if relative_change is None or (math.isfinite(relative_change) and relative_change <= config.mode_switch_max_change):
         return []
     named = ", ".join(f"`{c}`" for c in cells[:4]) or "no BatchNorm/Dropout found"
-    return [make_finding(
-        "MSD405",
+    return [MODE_SWITCH_INCONSISTENCY.finding(
         f"The network's outputs on the same batch differ by {relative_change:.3g}x their size between train and "
         f"eval mode (threshold {config.mode_switch_max_change:g}); mode-dependent cells: {named}.",
         location={"cell": cells[0]} if cells else None,
@@ -197,7 +273,7 @@ def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig,
     last = records[-1] if records else None
     switch = mode_switch_inconsistency(*mode_change, config, epoch=last and last.epoch) if mode_change else []
     if metric_skipped:
-        switch.append(make_finding("MSD002", f"MSD402, MSD404 skipped: {metric_skipped}",
+        switch.append(CHECK_SKIPPED.finding(f"MSD402, MSD404 skipped: {metric_skipped}",
                                    location={"check": "evaluation-metric"}, evidence={"codes": ["MSD402", "MSD404"]}))
     if last is None:
         return switch
@@ -218,8 +294,7 @@ def batch_not_fitted(overfit: dict[str, Any], lr: float | None = None,
         return []
     samples, steps, first, last, best, target = (overfit[k] for k in (
         "samples", "steps", "initial_loss", "final_loss", "best_loss", "target"))
-    return [make_finding(
-        "MSD403",
+    return [CANNOT_OVERFIT_BATCH.finding(
         f"The model could not fit one batch of {samples} samples: after {steps} steps the loss is "
         f"{last:.4g} (from {first:.4g}; best {best:.4g}), target {target:.3g}.",
         evidence={"samples": samples, "steps": steps, "initial_loss": first, "final_loss": last,

@@ -5,10 +5,10 @@ Pure functions of plain signals (names, shapes, class names) and DoctorConfig.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
-from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.static.signals import (
     BroadcastSignal,
@@ -17,6 +17,32 @@ from mindspore_doctor.static.signals import (
     OutputActivationSignal,
     UnusedMemberSignal,
 )
+from mindspore_doctor.rule import ERROR, Rule, WARNING
+
+if TYPE_CHECKING:
+    from mindspore_doctor.config import DoctorConfig
+
+# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+
+UNSAFE_DIVISION = Rule(
+    "MSD106", "unsafe-division", WARNING,
+    "division whose denominator can be zero",
+)
+LOSS_ACTIVATION_MISMATCH = Rule(
+    "MSD107", "loss-activation-mismatch", ERROR,
+    "probabilities fed to a logits loss, or the reverse",
+)
+DISCONNECTED_CELL = Rule(
+    "MSD110", "disconnected-cell", WARNING,
+    "cell or parameter not on the path to the loss",
+)
+SILENT_BROADCAST = Rule(
+    "MSD114", "silent-broadcast", ERROR,
+    "loss inputs broadcast to a larger shape",
+)
+
+RULES = (UNSAFE_DIVISION, LOSS_ACTIVATION_MISMATCH, DISCONNECTED_CELL, SILENT_BROADCAST)
 
 
 def _masked_mean_finding(s: DivisionSignal, m: MaskedMean) -> Finding:
@@ -38,8 +64,7 @@ def _masked_mean_finding(s: DivisionSignal, m: MaskedMean) -> Finding:
         severity, why = "info", ("over the whole batch: a masked mean, whose count is 0 only when nothing is valid at "
                                  "all (an empty batch or mask). Worth a guard, not a bug.")
     what = f"a {counted}" if severity == "info" else f"and {s.reason}: it is a {counted}"
-    return make_finding(
-        "MSD106",
+    return UNSAFE_DIVISION.finding(
         f"`{s.owner}` divides by `{s.denominator}` in `{s.expression}`, {what} {why}",
         location=s.location,
         severity=severity,
@@ -53,8 +78,7 @@ def _masked_mean_finding(s: DivisionSignal, m: MaskedMean) -> Finding:
 def division_findings(signals: list[DivisionSignal], config: DoctorConfig) -> list[Finding]:
     """MSD106: a division whose denominator can be zero and carries no epsilon."""
     return [
-        _masked_mean_finding(s, s.masked) if s.masked is not None else make_finding(
-            "MSD106",
+        _masked_mean_finding(s, s.masked) if s.masked is not None else UNSAFE_DIVISION.finding(
             f"`{s.owner}` divides by `{s.denominator}` in `{s.expression}`, and {s.reason} with no epsilon: "
             "a zero denominator gives Inf/NaN that then spreads through the gradients.",
             location=s.location,
@@ -122,8 +146,7 @@ def loss_activation_findings(signal: OutputActivationSignal, config: DoctorConfi
         evidence.update(loss_cell=s.loss_cell, call=s.call, applied_in_loss=s.in_loss,
                         unused_activations=[attr for attr, _ in meant])
     return [
-        make_finding(
-            "MSD107",
+        LOSS_ACTIVATION_MISMATCH.finding(
             f"{_subject(s)} {problem[0]}"
             + "".join(f" `{s.loss_cell}` defines `self.{attr}` ({kind}) but never applies it." for attr, kind in meant)
             + "".join(f" `{path}` ({kind}) is applied only when `{test}`, which is false on this network, so the "
@@ -147,8 +170,7 @@ def loss_input_findings(signals: list[OutputActivationSignal], config: DoctorCon
 def disconnected_findings(signals: list[UnusedMemberSignal], config: DoctorConfig) -> list[Finding]:
     """MSD110: a cell or parameter defined on the network but never used on the path from construct."""
     return [
-        make_finding(
-            "MSD110",
+        DISCONNECTED_CELL.finding(
             f"{s.kind.capitalize()} `{s.name}` ({s.type_name}) is "
             + ("called by construct but its output is never used" if s.discarded else "defined but never used by construct")
             + ": it gets no gradient, its weights stay at their initial values and still count in the model size and "
@@ -182,8 +204,7 @@ def broadcast_findings(signal: BroadcastSignal, config: DoctorConfig) -> list[Fi
     if joint is None or math.prod(joint) <= max(math.prod(out), math.prod(label)):
         return []
     return [
-        make_finding(
-            "MSD114",
+        SILENT_BROADCAST.finding(
             f"`{signal.loss}` compares the network output of shape {out} with labels of shape {label}; they "
             f"broadcast silently to {joint}, so every output is compared with every label and the loss is wrong "
             "without any error.",

@@ -5,10 +5,37 @@ in source mode) and where it is; no MindSpore object reaches this module.
 """
 from __future__ import annotations
 
-from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.config import DoctorConfig
+from typing import TYPE_CHECKING
+
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.static.signals import BatchNormSignal, DropoutSignal, SoftmaxAxisSignal
+from mindspore_doctor.rule import ERROR, Option, Rule, WARNING
+
+if TYPE_CHECKING:
+    from mindspore_doctor.config import DoctorConfig
+
+# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+MAX_DROP_RATE = Option(
+    "max_drop_rate", 0.5,
+    "MSD104: a Dropout dropping more than this fraction of its inputs is suspicious.",
+)
+
+DROPOUT_RATE_SUSPICIOUS = Rule(
+    "MSD104", "dropout-rate-suspicious", WARNING,
+    "Dropout drops more than half its inputs",
+    options=(MAX_DROP_RATE,),
+)
+TRAIN_MODE_MISUSE = Rule(
+    "MSD105", "train-mode-misuse", WARNING,
+    "train/eval mode wrong for the phase, or BatchNorm fixed against it",
+)
+SOFTMAX_WRONG_AXIS = Rule(
+    "MSD113", "softmax-wrong-axis", ERROR,
+    "Softmax over the batch axis",
+)
+
+RULES = (DROPOUT_RATE_SUSPICIOUS, TRAIN_MODE_MISUSE, SOFTMAX_WRONG_AXIS)
 
 
 def _pct(rate: float) -> str:
@@ -35,8 +62,7 @@ def dropout_findings(signals: list[DropoutSignal], config: DoctorConfig) -> list
             )
             suggestion = f"Use a drop probability of at most {config.max_drop_rate:g} (typically 0.1-0.5), e.g. p={keep:g}."
         found.append(
-            make_finding(
-                "MSD104",
+            DROPOUT_RATE_SUSPICIOUS.finding(
                 message,
                 location=s.location,
                 evidence={"drop_rate": s.drop_rate, "keep_prob": keep, "via_keep_prob": s.via_keep_prob,
@@ -67,8 +93,7 @@ def batchnorm_findings(signals: list[BatchNormSignal], config: DoctorConfig) -> 
                 "against its initial statistics (mean 0, variance 1)."
             )
         found.append(
-            make_finding(
-                "MSD105",
+            TRAIN_MODE_MISUSE.finding(
                 message,
                 location=s.location,
                 evidence={"use_batch_statistics": s.use_batch_statistics, "setting": s.setting},
@@ -92,8 +117,7 @@ def softmax_axis_findings(signals: list[SoftmaxAxisSignal], config: DoctorConfig
             continue
         op = "LogSoftmax" if s.log else "Softmax"
         found.append(
-            make_finding(
-                "MSD113",
+            SOFTMAX_WRONG_AXIS.finding(
                 f"`{s.name}` ({op}) normalises over axis {s.axis}, the batch axis: each class score is "
                 "normalised across the samples of the batch instead of across the classes, so outputs depend on "
                 "the other samples and do not sum to 1 per sample.",

@@ -6,12 +6,12 @@ MindSpore, so each one is unit-testable with hand-built signals.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import fnmatch
 import math
 import re
 
-from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding, Severity
 from mindspore_doctor.static.signals import (
     BUFFER,
@@ -26,6 +26,90 @@ from mindspore_doctor.static.signals import (
     OptimizerSignal,
     ParamSignal,
 )
+from mindspore_doctor.rule import ERROR, Option, Rule, WARNING
+
+if TYPE_CHECKING:
+    from mindspore_doctor.config import DoctorConfig
+
+# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+ALLOW_SHARED = Option(
+    "allow_shared", (),
+    "Parameter names (or cell-path prefixes) whose sharing is intentional (MSD101).",
+    type="tuple[str, ...]",
+)
+INIT_STD_FACTOR = Option(
+    "init_std_factor", 10.0,
+    "MSD109: init std off from the He/Glorot recommendation by more than this factor.",
+)
+SGD_LR_RANGE = Option(
+    "sgd_lr_range", (1e-6, 1.0),
+    "MSD111: sane learning-rate range for SGD/Momentum-family optimizers.",
+    type="tuple[float, float]",
+)
+ADAM_LR_RANGE = Option(
+    "adam_lr_range", (1e-7, 1e-2),
+    "MSD111: sane learning-rate range for Adam-family optimizers.",
+    type="tuple[float, float]",
+)
+SGD_WEIGHT_DECAY_MAX = Option(
+    "sgd_weight_decay_max", 1e-2,
+    "MSD116: upper end of the usual weight decay for SGD/Momentum-family optimizers (usual range 1e-5 to 1e-2).",
+)
+ADAM_WEIGHT_DECAY_MAX = Option(
+    "adam_weight_decay_max", 0.1,
+    "MSD116: upper end of the usual weight decay for Adam-family optimizers, AdamWeightDecay/AdamW included (usual "
+    "range 0 to 0.1).",
+)
+WEIGHT_DECAY_FACTOR = Option(
+    "weight_decay_factor", 10.0,
+    "MSD116: a parameter group decayed by more than this multiple of the usual upper end is reported; "
+    "normalization/bias parameters as soon as their decay exceeds the upper end itself.",
+)
+MAX_FIXED_LOSS_SCALE = Option(
+    "max_fixed_loss_scale", 65504.0,
+    "MSD112: a fixed loss scale above this (float16's largest value) overflows a float16 network.",
+)
+
+SHARED_PARAMETER = Rule(
+    "MSD101", "shared-parameter", WARNING,
+    "one Parameter reachable under several cell paths",
+    options=(ALLOW_SHARED,),
+)
+FROZEN_PARAMETER = Rule(
+    "MSD102", "frozen-parameter", WARNING,
+    "weight frozen or not held by the optimizer",
+)
+FOREIGN_OPTIMIZER_PARAMETER = Rule(
+    "MSD103", "foreign-optimizer-parameter", ERROR,
+    "optimizer holds parameters not in the network",
+)
+ZERO_INITIALIZED_WEIGHT = Rule(
+    "MSD108", "zero-initialized-weight", ERROR,
+    "weight all zeros or constant at init",
+)
+POOR_INITIALIZATION = Rule(
+    "MSD109", "poor-initialization", WARNING,
+    "weight init scale far from He/Glorot",
+    options=(INIT_STD_FACTOR,),
+)
+LEARNING_RATE_OUT_OF_RANGE = Rule(
+    "MSD111", "learning-rate-out-of-range", WARNING,
+    "learning rate outside a sane range",
+    options=(SGD_LR_RANGE, ADAM_LR_RANGE),
+)
+LOSS_SCALE_MISCONFIGURED = Rule(
+    "MSD112", "loss-scale-misconfigured", WARNING,
+    "loss scale inconsistent with mixed precision",
+    options=(MAX_FIXED_LOSS_SCALE,),
+)
+WEIGHT_DECAY_OUT_OF_RANGE = Rule(
+    "MSD116", "weight-decay-out-of-range", WARNING,
+    "weight decay far outside the usual range",
+    options=(SGD_WEIGHT_DECAY_MAX, ADAM_WEIGHT_DECAY_MAX, WEIGHT_DECAY_FACTOR),
+)
+
+RULES = (SHARED_PARAMETER, FROZEN_PARAMETER, FOREIGN_OPTIMIZER_PARAMETER, ZERO_INITIALIZED_WEIGHT, POOR_INITIALIZATION, LEARNING_RATE_OUT_OF_RANGE, LOSS_SCALE_MISCONFIGURED, WEIGHT_DECAY_OUT_OF_RANGE)
 
 FP16_MAX = 65504.0
 
@@ -169,8 +253,7 @@ def shared_parameter(params: list[ParamSignal], config: DoctorConfig) -> list[Fi
         kind, why = sharing
         uses = p.uses if p.uses is not None else len(p.paths)
         found.append(
-            make_finding(
-                "MSD101",
+            SHARED_PARAMETER.finding(
                 _sharing_message(p, kind, why, uses),
                 location=p.location,
                 evidence={"paths": list(p.paths), "shape": list(p.shape), "uses": uses, "sharing": kind,
@@ -273,8 +356,7 @@ def _frozen_findings(params: list[ParamSignal], is_frozen, judge) -> list[Findin
         consequence = consequence.format(they="they" if plural else "it", them="them" if plural else "it")
         location = {**members[0].location, "cell": cell} if not plural else {"cell": cell, "parameter": None}
         found.append(
-            make_finding(
-                "MSD102",
+            FROZEN_PARAMETER.finding(
                 f"{text}; {consequence}.",
                 location=location,
                 evidence={"parameters": names, "count": len(names), "whole_cell": whole,
@@ -321,8 +403,7 @@ def foreign_optimizer_parameter(opt: OptimizerSignal, config: DoctorConfig) -> l
             "objects: the optimizer was built from another instance of the network."
         )
     return [
-        make_finding(
-            "MSD103",
+        FOREIGN_OPTIMIZER_PARAMETER.finding(
             f"{opt.cls} holds {len(opt.foreign)} of {opt.held} parameters that are not in the network: {shown}.{why} "
             "Training updates those copies, never the network's own weights.",
             location={"parameter": opt.foreign[0]},
@@ -347,8 +428,7 @@ def zero_initialized_weight(params: list[ParamSignal], config: DoctorConfig) -> 
         value = p.constant if p.constant is not None else float("nan")
         what = "all zeros" if value == 0 else f"constant ({value:g} everywhere)"
         found.append(
-            make_finding(
-                "MSD108",
+            ZERO_INITIALIZED_WEIGHT.finding(
                 f"Weight `{p.name}` of {p.cell_type} {_path(p.cell)} is {what} at init ({p.size} elements): "
                 "every unit computes the same thing and gets the same gradient, so they never differ.",
                 location=p.location,
@@ -403,8 +483,7 @@ def poor_initialization(params: list[ParamSignal], config: DoctorConfig) -> list
         direction = "too large: activations and gradients explode" if ratio > 1 else "too small: signals vanish"
         after = f" followed by {p.activation}" if p.activation else ""
         found.append(
-            make_finding(
-                "MSD109",
+            POOR_INITIALIZATION.finding(
                 f"Weight `{p.name}` of {p.cell_type} {_path(p.cell)}{after} has init std {p.std:.3g}, "
                 f"{max(ratio, 1 / ratio):.0f}x {'above' if ratio > 1 else 'below'} {scheme} ({target:.3g} for "
                 f"fan_in={p.fan_in}, fan_out={p.fan_out}): {direction} with depth.",
@@ -450,8 +529,7 @@ def _embedding_scale(p: ParamSignal, factor: float) -> Finding | None:
         return None
     rows, dim = (p.shape[0], p.shape[-1]) if len(p.shape) >= 2 else (p.size, 1)
     ratio = p.std / EMBEDDING_STD_USUAL_MAX
-    return make_finding(
-        "MSD109",
+    return POOR_INITIALIZATION.finding(
         f"Embedding table `{p.name}` of {_holder(p)} ({rows} rows x {dim}) has init std "
         f"{p.std:.3g}, {ratio:.0f}x the largest usual embedding init (std {EMBEDDING_STD_USUAL_MAX:g}, "
         f"Normal(0, 1)): every token vector is ~{p.std * math.sqrt(dim):.3g} long, so it swamps what is added to "
@@ -484,8 +562,7 @@ def learning_rate_out_of_range(opt: OptimizerSignal, config: DoctorConfig) -> li
         of = _group_of(group.label, group.parameters)
         peak = "" if group.kind == "constant" else f"peak of its {group.kind} schedule "
         found.append(
-            make_finding(
-                "MSD111",
+            LEARNING_RATE_OUT_OF_RANGE.finding(
                 f"{opt.cls}{of} learning rate {peak}{group.peak:g} is {'above' if high else 'below'} the sane "
                 f"range [{lo:g}, {hi:g}] for {opt.family.upper() if opt.family == 'sgd' else 'Adam'}-family "
                 f"optimizers: {'updates will overshoot and diverge' if high else 'weights will barely move'}.",
@@ -513,8 +590,7 @@ def weight_decay_out_of_range(opt: OptimizerSignal, config: DoctorConfig) -> lis
                     "factor": config.weight_decay_factor, "parameters": list(group.parameters)}
         location = {"optimizer": opt.cls, "group": group.label or None}
         if group.value > limit * config.weight_decay_factor:
-            found.append(make_finding(
-                "MSD116",
+            found.append(WEIGHT_DECAY_OUT_OF_RANGE.finding(
                 f"{opt.cls}{_group_of(group.label, group.parameters)} weight decay {group.value:g} is "
                 f"{group.value / limit:.0f}x the usual upper end {limit:g} for {family}-family optimizers: the decay "
                 "outweighs the gradient and pulls the weights toward zero (underfitting, shrinking activations).",
@@ -526,8 +602,7 @@ def weight_decay_out_of_range(opt: OptimizerSignal, config: DoctorConfig) -> lis
         elif group.value > limit and group.norm_or_bias:
             shown = ", ".join(f"`{n}`" for n in group.norm_or_bias[:3]) + (
                 f" and {len(group.norm_or_bias) - 3} more" if len(group.norm_or_bias) > 3 else "")
-            found.append(make_finding(
-                "MSD116",
+            found.append(WEIGHT_DECAY_OUT_OF_RANGE.finding(
                 f"{opt.cls}{_group_of(group.label, group.parameters)} decays {len(group.norm_or_bias)} "
                 f"normalization/bias parameters ({shown}) by {group.value:g}, above the usual upper end {limit:g} "
                 f"for {family}-family optimizers: it shrinks normalization scales and biases toward zero and "
@@ -547,7 +622,7 @@ def loss_scale_misconfigured(ls: LossScaleSignal, config: DoctorConfig) -> list[
 
     def add(setting: str, message: str, suggestion: str, severity: Severity | None = None, **evidence) -> None:
         """``setting`` names the misconfigured attribute; it keeps the findings apart in the report."""
-        found.append(make_finding("MSD112", message, location={"cell": "", "setting": setting}, evidence=evidence,
+        found.append(LOSS_SCALE_MISCONFIGURED.finding(message, location={"cell": "", "setting": setting}, evidence=evidence,
                                   suggestion=suggestion, severity=severity))
 
     if ls.train_cell and ls.scale_sense is not None and opt_scale not in (None, 1.0):

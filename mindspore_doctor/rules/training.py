@@ -9,14 +9,274 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from mindspore_doctor.catalog import make_finding
-from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.signals import DEAD_AT_ZERO, StepSignals, TrainingHistory
+from mindspore_doctor.rule import CHECK_SKIPPED, ERROR, INFO, Option, Rule, WARNING
+from mindspore_doctor.rules.layers import TRAIN_MODE_MISUSE
 
-TrainingRule = Callable[[TrainingHistory, DoctorConfig], list[Finding]]
+if TYPE_CHECKING:
+    from mindspore_doctor.config import DoctorConfig
+
+# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+LOSS_WINDOW = Option(
+    "loss_window", 20,
+    "MSD202/203/204/217: number of loss checks in a trend window.",
+)
+DIVERGE_FACTOR = Option(
+    "diverge_factor", 2.0,
+    "MSD202: loss at or above this multiple of its running minimum for a window.",
+)
+DIVERGE_SMOOTHING = Option(
+    "diverge_smoothing", 10,
+    "MSD202: the loss is judged on its rolling median over this many steps (small or imbalanced batches make "
+    "single-step losses noisy; the catalog's raw running minimum raised false alarms on healthy runs).",
+)
+DIVERGE_MIN_RISE = Option(
+    "diverge_min_rise", 0.1,
+    "MSD202: the loss must also rise by at least this fraction of the initial loss (noise near zero is not "
+    "divergence).",
+)
+DIVERGE_NOISE = Option(
+    "diverge_noise", 2.0,
+    "MSD202: ... and by at least this many robust standard deviations of the per-step loss around its rolling "
+    "median (a dropout MLP on batches of 32 swings between 0.07 and 0.46 while it trains well).",
+)
+DIVERGE_TREND = Option(
+    "diverge_trend", 0.5,
+    "MSD202 rising trend: least-squares rise of the loss over a window, as a fraction of its fitted start.",
+)
+DIVERGE_TREND_UP = Option(
+    "diverge_trend_up", 0.6,
+    "MSD202 rising trend: fraction of the window's steps on which the loss must go up.",
+)
+MIN_IMPROVEMENT = Option(
+    "min_improvement", 0.05,
+    "MSD203: relative loss improvement, against the first window, expected of at least one recent window.",
+)
+PLATEAU_WINDOWS = Option(
+    "plateau_windows", 3,
+    "MSD203: the loss must miss ``min_improvement`` on this many consecutive windows (of ``loss_window`` steps) "
+    "after the first: a healthy LeNet can sit on its initial plateau for a window or two before it falls.",
+)
+LOW_LOSS = Option(
+    "low_loss", 1e-4,
+    "MSD205: a loss below this within the first ``early_steps`` steps is suspicious.",
+)
+EARLY_STEPS = Option(
+    "early_steps", 3,
+    "MSD205/215: what counts as \"the first steps\".",
+)
+CONVERGED_LOSS_FRACTION = Option(
+    "converged_loss_fraction", 0.05,
+    "MSD207/MSD210: once the loss is below this fraction of its initial value, small gradients and updates mean the "
+    "model has converged, and are not reported.",
+)
+VANISHING_GRAD_MEAN = Option(
+    "vanishing_grad_mean", 1e-7,
+    "MSD207: a layer's gradient RMS (sqrt of mean g², which is >= mean |g|) below this is vanishing.",
+)
+VANISHING_GRAD_RATIO = Option(
+    "vanishing_grad_ratio", 1e-3,
+    "MSD207: first-layer / last-layer gradient-norm ratio below this is vanishing.",
+)
+NO_GRADIENT_FRACTION = Option(
+    "no_gradient_fraction", 1e-6,
+    "MSD207: a gradient RMS below this fraction of the median layer's on every probe is no gradient at all (no loss "
+    "term reaches the parameter: a dropped output, a detection level no target is assigned to), and the message "
+    "says so rather than \"vanish\" (mindyolo's unassigned YOLOv8 box branches: 5e-15 and exactly 0 against a median "
+    "1e-3).",
+)
+VANISHING_UPDATE_FRACTION = Option(
+    "vanishing_update_fraction", 0.05,
+    "MSD207: ... only while the layer's update ratio is also below this fraction of its peers' (the upper quartile "
+    "of the network's; the last layer's for the first/last ratio). Under AdamW a layer with RMS |g| 3e-8 "
+    "(ConvNeXt's layer scale 1e-6) moves as fast as the rest (0.7-1.1x) and learns; a deep sigmoid stack's first "
+    "layers under Momentum move 1e-4x or less.",
+)
+EXPLODING_GRAD_GROWTH = Option(
+    "exploding_grad_growth", 2.0,
+    "MSD208: global gradient norm growing more than this per window.",
+)
+EXPLODING_GRAD_RATIO = Option(
+    "exploding_grad_ratio", 70.0,
+    "MSD208: last / first gradient-norm ratio above this is exploding.",
+)
+FROZEN_UPDATE_ATOL = Option(
+    "frozen_update_atol", 1e-8,
+    "MSD209: |dw| <= atol + rtol*|w| counts as not updated.",
+)
+FROZEN_UPDATE_RTOL = Option(
+    "frozen_update_rtol", 1e-7,
+    "MSD209: about one float32 ulp of the weight (the catalog's 1e-5 also caught a tiny but non-zero learning rate, "
+    "which is MSD210's case).",
+)
+REDUNDANT_GRAD_RATIO = Option(
+    "redundant_grad_ratio", 1e-5,
+    "MSD115/MSD209: a bias/beta whose gradient RMS stays below this fraction of its cell's weight/gamma gradient "
+    "(which learns) is cancelled by a following normalization: redundant (info), not frozen. Measured: 3e-7 on the "
+    "projection BatchNorm betas of MobileNetV3; a learning beta is within 10x of its gamma.",
+)
+UPDATE_RATIO_MIN = Option(
+    "update_ratio_min", 1e-4,
+    "MSD210: mean|dw| / mean|w| below this is too small (judged as at the schedule's peak learning rate).",
+)
+UPDATE_RATIO_PEER_FRACTION = Option(
+    "update_ratio_peer_fraction", 1e-3,
+    "MSD210: when the network's median update ratio is healthy, a layer below ``update_ratio_min`` is reported only "
+    "if it is also below this fraction of that median (a parameter group whose rate is off). ShuffleNetV2's "
+    "depthwise convs, large-init and followed by BatchNorm, run 1e-2 to 3e-2 of the median and learn.",
+)
+UPDATE_RATIO_MAX = Option(
+    "update_ratio_max", 1e-1,
+    "MSD211: mean|dw| / mean|w| above this (median of the recent probes) is too large.",
+)
+UPDATE_RATIO_BURST = Option(
+    "update_ratio_burst", 0.5,
+    "MSD211: a single probed step (the first included) moving the network's weights (median over them) by more than "
+    "this fraction of themselves.",
+)
+DEAD_RELU_FRACTION = Option(
+    "dead_relu_fraction", 0.999,
+    "MSD212: fraction of ReLU outputs <= 0 above which the layer is dead.",
+)
+DEAD_UNIT_FRACTION = Option(
+    "dead_unit_fraction", 0.5,
+    "MSD212: fraction of a ReLU layer's units that are <= 0 on the whole batch above which the layer is dying.",
+)
+DEAD_UNIT_Z = Option(
+    "dead_unit_z", 1.645,
+    "MSD212: the dead-unit fraction must exceed ``dead_unit_fraction`` by this many binomial standard errors over "
+    "the units measured (its one-sided Wilson lower bound; 1.645: 95 % confidence). The first squeeze-excite "
+    "reduction of a healthy MobileNetV3-small has 8 units, 4 of them off on the whole batch from initialisation and "
+    "6 at twice the recipe's learning rate: 7 of 8 must be dead to count, 12 of 16, 39 of 64, 142 of 256 sampled "
+    "units. 0: the raw fraction.",
+)
+SATURATED_FRACTION = Option(
+    "saturated_fraction", 0.999,
+    "MSD213: fraction of Sigmoid/Tanh outputs in the flat tails.",
+)
+OVERFLOW_RATE = Option(
+    "overflow_rate", 0.1,
+    "MSD214: fraction of loss-scale overflow steps that is too many.",
+)
+INITIAL_LOSS_FACTOR = Option(
+    "initial_loss_factor", 3.0,
+    "MSD215: first loss off ln(num_classes) by more than this factor.",
+)
+ACTIVATION_EXPLODE = Option(
+    "activation_explode", 10.0,
+    "MSD216: mean |activation| at or above this and growing through the network.",
+)
+OSCILLATION_ALTERNATION = Option(
+    "oscillation_alternation", 0.8,
+    "MSD204: fraction of consecutive loss changes that flip sign within a window.",
+)
+OSCILLATION_AMPLITUDE = Option(
+    "oscillation_amplitude", 0.25,
+    "MSD204: median |loss change| in the window, as a fraction of the first loss, that counts as large.",
+)
+PERSISTENT_PROBES = Option(
+    "persistent_probes", 2,
+    "MSD115/207/209/212/213/218: a probe signal must hold on this many consecutive probed steps (MSD210/211 take "
+    "the median of this many probes after step 1, at least 3).",
+)
+LABEL_COPY_TOLERANCE = Option(
+    "label_copy_tolerance", 1e-4,
+    "MSD205 (data check): an input feature that is an affine function of the regression target up to this relative "
+    "RMS residual, sqrt(1 - r^2), is the target itself (float32 and standardised copies: ~1e-7; the last observed "
+    "value of a smooth series before the one to forecast: >= 1e-2).",
+)
+
+REDUNDANT_PARAMETER = Rule(
+    "MSD115", "redundant-parameter", INFO,
+    "bias/beta whose effect a following normalization removes",
+    options=(REDUNDANT_GRAD_RATIO, PERSISTENT_PROBES),
+)
+NONFINITE_LOSS = Rule(
+    "MSD201", "nonfinite-loss", ERROR,
+    "loss is NaN or Inf",
+)
+LOSS_DIVERGING = Rule(
+    "MSD202", "loss-diverging", ERROR,
+    "loss grows far above its running minimum",
+    options=(LOSS_WINDOW, DIVERGE_FACTOR, DIVERGE_SMOOTHING, DIVERGE_MIN_RISE, DIVERGE_NOISE, DIVERGE_TREND, DIVERGE_TREND_UP),
+)
+LOSS_NOT_DECREASING = Rule(
+    "MSD203", "loss-not-decreasing", WARNING,
+    "loss does not improve over a window",
+    options=(LOSS_WINDOW, MIN_IMPROVEMENT, PLATEAU_WINDOWS),
+)
+LOSS_OSCILLATING = Rule(
+    "MSD204", "loss-oscillating", WARNING,
+    "large sign-alternating loss swings",
+    options=(LOSS_WINDOW, OSCILLATION_ALTERNATION, OSCILLATION_AMPLITUDE),
+)
+LOSS_SUSPICIOUSLY_LOW = Rule(
+    "MSD205", "loss-suspiciously-low", WARNING,
+    "loss near zero within the first steps",
+    options=(LOW_LOSS, EARLY_STEPS, LABEL_COPY_TOLERANCE),
+)
+NONFINITE_TENSOR = Rule(
+    "MSD206", "nonfinite-tensor", ERROR,
+    "NaN/Inf in a gradient, weight or activation",
+)
+VANISHING_GRADIENT = Rule(
+    "MSD207", "vanishing-gradient", WARNING,
+    "gradients vanish in a layer",
+    options=(CONVERGED_LOSS_FRACTION, VANISHING_GRAD_MEAN, VANISHING_GRAD_RATIO, NO_GRADIENT_FRACTION, VANISHING_UPDATE_FRACTION, PERSISTENT_PROBES),
+)
+EXPLODING_GRADIENT = Rule(
+    "MSD208", "exploding-gradient", ERROR,
+    "global gradient norm explodes",
+    options=(EXPLODING_GRAD_GROWTH, EXPLODING_GRAD_RATIO),
+)
+WEIGHTS_NOT_UPDATING = Rule(
+    "MSD209", "weights-not-updating", WARNING,
+    "weight unchanged across steps",
+    options=(FROZEN_UPDATE_ATOL, FROZEN_UPDATE_RTOL, REDUNDANT_GRAD_RATIO, PERSISTENT_PROBES),
+)
+UPDATE_RATIO_TOO_SMALL = Rule(
+    "MSD210", "update-ratio-too-small", WARNING,
+    "updates tiny relative to weights",
+    options=(CONVERGED_LOSS_FRACTION, FROZEN_UPDATE_RTOL, UPDATE_RATIO_MIN, UPDATE_RATIO_PEER_FRACTION, PERSISTENT_PROBES),
+)
+UPDATE_RATIO_TOO_LARGE = Rule(
+    "MSD211", "update-ratio-too-large", WARNING,
+    "updates large relative to weights",
+    options=(UPDATE_RATIO_MAX, UPDATE_RATIO_BURST, PERSISTENT_PROBES),
+)
+DEAD_RELU = Rule(
+    "MSD212", "dead-relu", WARNING,
+    "ReLU outputs almost all zero",
+    options=(DEAD_RELU_FRACTION, DEAD_UNIT_FRACTION, DEAD_UNIT_Z, PERSISTENT_PROBES),
+)
+SATURATED_ACTIVATION = Rule(
+    "MSD213", "saturated-activation", WARNING,
+    "Sigmoid/Tanh outputs in the flat tails",
+    options=(SATURATED_FRACTION, PERSISTENT_PROBES),
+)
+LOSS_SCALE_OVERFLOW = Rule(
+    "MSD214", "loss-scale-overflow", WARNING,
+    "loss-scale overflow on many steps",
+    options=(OVERFLOW_RATE,),
+)
+UNEXPECTED_INITIAL_LOSS = Rule(
+    "MSD215", "unexpected-initial-loss", WARNING,
+    "first loss far from ln(num_classes)",
+    options=(EARLY_STEPS, INITIAL_LOSS_FACTOR),
+)
+ACTIVATION_EXPLODING = Rule(
+    "MSD216", "activation-exploding", WARNING,
+    "activations large and growing through the network",
+    options=(ACTIVATION_EXPLODE,),
+)
+
+RULES = (REDUNDANT_PARAMETER, NONFINITE_LOSS, LOSS_DIVERGING, LOSS_NOT_DECREASING, LOSS_OSCILLATING, LOSS_SUSPICIOUSLY_LOW, NONFINITE_TENSOR, VANISHING_GRADIENT, EXPLODING_GRADIENT, WEIGHTS_NOT_UPDATING, UPDATE_RATIO_TOO_SMALL, UPDATE_RATIO_TOO_LARGE, DEAD_RELU, SATURATED_ACTIVATION, LOSS_SCALE_OVERFLOW, UNEXPECTED_INITIAL_LOSS, ACTIVATION_EXPLODING)
+
+TrainingRule = Callable[[TrainingHistory, "DoctorConfig"], list[Finding]]
 _CLASSIFICATION_HINT = "classification loss (SoftmaxCrossEntropyWithLogits / CrossEntropyLoss / NLLLoss)"
 
 
@@ -74,8 +334,7 @@ def nonfinite_loss(history: TrainingHistory, config: DoctorConfig) -> list[Findi
     for s in history.steps:
         if s.loss is not None and not math.isfinite(s.loss):
             return [
-                make_finding(
-                    "MSD201",
+                NONFINITE_LOSS.finding(
                     f"The loss is {s.loss} at step {s.step}; training cannot recover from a non-finite loss.",
                     step=s.step,
                     evidence={"loss": s.loss, "step": s.step},
@@ -151,8 +410,7 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
                     "loss_noise": noise}
         if running_min > 0 and window_min >= config.diverge_factor * running_min:
             return [
-                make_finding(
-                    "MSD202",
+                LOSS_DIVERGING.finding(
                     f"The loss (rolling median) stayed at or above {config.diverge_factor:g}x its running minimum "
                     f"({running_min:.4g}) for {w} steps, up to {loss:.4g} at step {step}: training is diverging.",
                     step=step,
@@ -166,8 +424,7 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
         up = sum(1 for a, b in zip(window, window[1:]) if b > a) / (w - 1)
         if rise >= config.diverge_trend and up >= config.diverge_trend_up:
             return [
-                make_finding(
-                    "MSD202",
+                LOSS_DIVERGING.finding(
                     f"The loss rose steadily over the last {w} steps (up on {up:.0%} of them, trend +{rise:.0%}, "
                     f"never back to its running minimum {running_min:.4g}), to {loss:.4g} at step {step}: "
                     "training is diverging.",
@@ -190,7 +447,7 @@ def loss_still_diverged(history: TrainingHistory, config: DoctorConfig) -> list[
     best, window_min = min(smooth[:-w]), min(smooth[-w:])
     if window_min - best < min_rise:
         return []
-    return [make_finding("MSD202", f"The loss (rolling median) is still at least {window_min:.4g}, above its best "
+    return [LOSS_DIVERGING.finding(f"The loss (rolling median) is still at least {window_min:.4g}, above its best "
                          f"{best:.4g} by more than {min_rise:.3g}, at step {steps[-1]}.", step=steps[-1],
                          evidence={"running_min": best, "window_min": window_min, "window": w, "loss_noise": noise},
                          suggestion=_DIVERGING_FIX)]
@@ -211,8 +468,7 @@ def loss_not_decreasing(history: TrainingHistory, config: DoctorConfig) -> list[
         return []
     last, improvement = means[0], gains[0]
     return [
-        make_finding(
-            "MSD203",
+        LOSS_NOT_DECREASING.finding(
             f"The mean loss of each of the last {k} windows of {w} steps is less than {config.min_improvement:.0%} "
             f"below the first {w} steps ({first:.4g}); now {last:.4g} ("
             + (f"{improvement:.1%} lower" if improvement >= 0 else f"{last / first:.3g}x" if first > 0 else "above")
@@ -242,8 +498,7 @@ def loss_oscillating(history: TrainingHistory, config: DoctorConfig, latest: boo
         if flips >= config.oscillation_alternation and amplitude >= config.oscillation_amplitude:
             step = losses[end][0]
             return [
-                make_finding(
-                    "MSD204",
+                LOSS_OSCILLATING.finding(
                     f"The loss swings up and down on {flips:.0%} of the last {w} steps, by a median "
                     f"{amplitude:.0%} of the initial loss: the step size overshoots.",
                     step=step,
@@ -278,8 +533,7 @@ def loss_suspiciously_low(history: TrainingHistory, config: DoctorConfig) -> lis
             break
         if _finite(s.loss) and abs(s.loss) < config.low_loss:
             return [
-                make_finding(
-                    "MSD205",
+                LOSS_SUSPICIOUSLY_LOW.finding(
                     f"The loss is already {s.loss:.3g} at step {s.step}, before the model could have learned "
                     "anything: the labels may leak into the inputs, or the loss is not comparing predictions "
                     "with labels.",
@@ -303,8 +557,7 @@ def unexpected_initial_loss(history: TrainingHistory, config: DoctorConfig) -> l
     if expected / config.initial_loss_factor <= loss <= expected * config.initial_loss_factor:
         return []
     return [
-        make_finding(
-            "MSD215",
+        UNEXPECTED_INITIAL_LOSS.finding(
             f"The first loss is {loss:.4g}, but a freshly initialised {classes}-class classifier should start near "
             f"ln({classes}) = {expected:.3g} (off by more than {config.initial_loss_factor:g}x).",
             step=step,
@@ -337,8 +590,7 @@ def nonfinite_tensor(history: TrainingHistory, config: DoctorConfig) -> list[Fin
         else:
             where, what = _param_location(weights[0][1]), f"the weight `{weights[0][1]}`"
         return [
-            make_finding(
-                "MSD206",
+            NONFINITE_TENSOR.finding(
                 f"NaN/Inf first appears in {what} at step {s.step} "
                 f"({len(grads)} gradient(s), {len(weights)} weight(s), {len(act)} activation(s) non-finite).",
                 location=where,
@@ -419,8 +671,7 @@ def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[F
             what = (f"Gradients of `{name}` vanish: RMS |g| = {values[-1]:.3g} < {config.vanishing_grad_mean:g} "
                     f"on the last {len(probes)} probed steps")
         found.append(
-            make_finding(
-                "MSD207",
+            VANISHING_GRADIENT.finding(
                 f"{what}{lag}.",
                 location=_param_location(name),
                 step=last.step,
@@ -437,8 +688,7 @@ def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[F
         if (len(ratios) == len(probes) and all(_finite(r) and r < config.vanishing_grad_ratio for r in ratios)
                 and _cannot_learn(relative, config)):
             found.append(
-                make_finding(
-                    "MSD207",
+                VANISHING_GRADIENT.finding(
                     f"Gradients vanish towards the input: |g| of the first layer `{first}` is {ratios[-1]:.2g}x "
                     f"that of the last layer `{final}` (threshold {config.vanishing_grad_ratio:g})"
                     + ("." if relative is None else f", and its updates {relative:.2g}x."),
@@ -469,8 +719,7 @@ def exploding_gradient(history: TrainingHistory, config: DoctorConfig, latest: b
             continue
         if growth_run >= 3 or overall > config.exploding_grad_ratio:
             return [
-                make_finding(
-                    "MSD208",
+                EXPLODING_GRADIENT.finding(
                     f"The global gradient norm exploded to {cur:.4g} at step {step} "
                     f"({overall:.3g}x its first value {first:.3g}; grew >{config.exploding_grad_growth:g}x on "
                     f"{growth_run} consecutive probes).",
@@ -524,8 +773,7 @@ def redundant_parameter(history: TrainingHistory, config: DoctorConfig) -> list[
         if evidence is None:
             continue
         found.append(
-            make_finding(
-                "MSD115",
+            REDUNDANT_PARAMETER.finding(
                 f"`{name}` is redundant: its gradient is {evidence['grad_ratio']:.2g} of `{evidence['sibling']}`'s "
                 f"(RMS {evidence['grad_rms']:.3g} vs {evidence['sibling_grad_rms']:.3g}) on the last {len(probes)} "
                 "probed steps: a normalization further on removes the per-channel shift it adds, so it cannot "
@@ -549,8 +797,7 @@ def weights_not_updating(history: TrainingHistory, config: DoctorConfig) -> list
         rows = [(p.update_abs.get(name), p.weight_mean_abs.get(name, 0.0)) for p in probes]
         if all(d is not None and d <= config.frozen_update_atol + config.frozen_update_rtol * w for d, w in rows):
             found.append(
-                make_finding(
-                    "MSD209",
+                WEIGHTS_NOT_UPDATING.finding(
                     f"`{name}` is not updating: max |dw| = {rows[-1][0]:.3g} on the last {len(rows)} probed steps "
                     f"(mean |w| = {rows[-1][1]:.3g}).",
                     location=_param_location(name),
@@ -635,8 +882,7 @@ def update_ratio_too_small(history: TrainingHistory, config: DoctorConfig) -> li
         at_peak = (f", as at the schedule's peak learning rate {peak:g}"
                    if any(_lr_scale(history, p, name) != 1.0 for p in probes) else "")
         found.append(
-            make_finding(
-                "MSD210",
+            UPDATE_RATIO_TOO_SMALL.finding(
                 f"Updates of `{name}` are {ratio:.2g} of its magnitude per step (mean|dw|/mean|w|, median of "
                 f"{len(probes)} probes{at_peak}); healthy is about 1e-3, threshold {config.update_ratio_min:g}"
                 + (f"; the network's median is {network:.2g}, {network / ratio:.3g}x faster." if lagging else "."),
@@ -673,8 +919,7 @@ def update_ratio_too_large(history: TrainingHistory, config: DoctorConfig) -> li
         else:
             continue
         found.append(
-            make_finding(
-                "MSD211",
+            UPDATE_RATIO_TOO_LARGE.finding(
                 f"Updates of `{name}` are {ratio:.2g} of its magnitude per step (mean|dw|/mean|w|, {what}); "
                 f"healthy is about 1e-3, threshold {bound:g}.",
                 location=_param_location(name),
@@ -707,7 +952,7 @@ def _persistent_fraction(probes: list[StepSignals], path: str, attribute: str, t
     return None
 
 
-def _activation_fraction_rule(code: str, kinds: tuple[str, ...], criteria: tuple[tuple[str, str, str, str], ...],
+def _activation_fraction_rule(reported: Rule, kinds: tuple[str, ...], criteria: tuple[tuple[str, str, str, str], ...],
                               fix: str) -> TrainingRule:
     """``criteria``: (signal attribute, DoctorConfig threshold field, what it means, DoctorConfig field of the
     confidence ``z`` when the attribute is a fraction of units, else ""); the first that holds reports."""
@@ -733,8 +978,7 @@ def _activation_fraction_rule(code: str, kinds: tuple[str, ...], criteria: tuple
                     counted = (f" ({round(value * stats.units)} of {stats.units}, lower confidence bound "
                                f"{evidence['lower_bound']:.0%})")
                 found.append(
-                    make_finding(
-                        code,
+                    reported.finding(
                         f"{value:.2%} of `{path}` ({stats.kind}) {what}{counted} on the last {len(probes)} probed "
                         f"steps (threshold {threshold:.1%}).",
                         location={"cell": path},
@@ -750,7 +994,7 @@ def _activation_fraction_rule(code: str, kinds: tuple[str, ...], criteria: tuple
 
 
 dead_relu = _activation_fraction_rule(
-    "MSD212",
+    DEAD_RELU,
     DEAD_AT_ZERO,
     (("dead_fraction", "dead_relu_fraction", "outputs are <= 0", ""),
      ("dead_unit_fraction", "dead_unit_fraction", "units are <= 0 on every sample of the batch (dead units)",
@@ -759,7 +1003,7 @@ dead_relu = _activation_fraction_rule(
     "normalised.",
 )
 saturated_activation = _activation_fraction_rule(
-    "MSD213",
+    SATURATED_ACTIVATION,
     ("sigmoid", "tanh"),
     (("saturated_fraction", "saturated_fraction", "inputs sit in the flat tails (zero gradient)", ""),),
     "Normalise the inputs, add BatchNorm/LayerNorm before the activation, use Glorot init or ReLU.",
@@ -779,8 +1023,7 @@ def activation_exploding(history: TrainingHistory, config: DoctorConfig) -> list
     if top < config.activation_explode or not growing or means[-1][1] <= means[0][1]:
         return []
     return [
-        make_finding(
-            "MSD216",
+        ACTIVATION_EXPLODING.finding(
             f"Activations grow through the network up to mean |a| = {top:.3g} at `{path}` "
             f"(from {means[0][1]:.3g} at `{means[0][0]}`; threshold {config.activation_explode:g}).",
             location={"cell": path},
@@ -804,8 +1047,7 @@ def loss_scale_overflow(history: TrainingHistory, config: DoctorConfig) -> list[
         return []
     step, _, scale = counted[-1]
     return [
-        make_finding(
-            "MSD214",
+        LOSS_SCALE_OVERFLOW.finding(
             f"The loss-scale cell overflowed on {rate:.0%} of {len(counted)} steps (threshold "
             f"{config.overflow_rate:.0%}); those steps skip the weight update. Current loss scale: {scale}.",
             step=step,
@@ -830,8 +1072,7 @@ def train_mode_off(cells_not_training: Iterable[str], step: int | None,
         effect = ": " + "; ".join(f"`{c}` ({mode_effects[c]})" for c in cells[:3]) + \
             (f"; and {len(cells) - 3} more." if len(cells) > 3 else ".")
     return [
-        make_finding(
-            "MSD105",
+        TRAIN_MODE_MISUSE.finding(
             f"`{cells[0]}` is in eval mode (training=False) while the network trains"
             + (f", and {len(cells) - 1} more mode-dependent cell(s)" if len(cells) > 1 else "") + effect,
             location={"cell": cells[0]},
@@ -898,8 +1139,7 @@ def too_few_probes(history: TrainingHistory, config: DoctorConfig, codes: Iterab
     advice = (f"pass probe_every={max(1, steps // most)} (or train longer) to judge them" if steps >= most else
               f"train at least {most} steps to judge them")
     shown = f" (step{'s' if len(probed) > 1 else ''} {', '.join(map(str, probed))})" if probed else ""
-    return [make_finding(
-        "MSD002",
+    return [CHECK_SKIPPED.finding(
         f"{', '.join(sorted(missing))} not judged: {need} probed steps, and this run of {steps} "
         f"step{'s' if steps != 1 else ''} took {len(probed)}{shown} at probe_every={config.probe_every}; {advice}.",
         location={"check": "probe-count"},

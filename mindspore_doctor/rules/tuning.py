@@ -11,8 +11,18 @@ from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 from typing import Any, Iterable
 
-from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.findings import Finding
+from mindspore_doctor.rule import Rule, WARNING
+
+# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+
+TUNING_OPTIMISTIC_BEST = Rule(
+    "MSD406", "tuning-optimistic-best", WARNING,
+    "best of many trials scored on one small validation set",
+)
+
+RULES = (TUNING_OPTIMISTIC_BEST,)
 
 LR_TOO_HIGH = frozenset({"MSD201", "MSD202", "MSD204", "MSD206", "MSD208", "MSD211"})
 """Symptoms of a learning rate too high: search below the default, with warm-up."""
@@ -180,8 +190,7 @@ def optimistic_best(metric: str, best: float, samples: int | None, trials: int,
         return []
     held = (f" On the held-out split the best trial scores {holdout:.1%}." if holdout is not None
             else " No held-out split was given to check it.")
-    return [make_finding(
-        "MSD406",
+    return [TUNING_OPTIMISTIC_BEST.finding(
         f"The best {metric} {best:.1%} was picked among {trials} trials measured on the same {samples} validation "
         f"samples; by chance alone the best of {trials} such scores reads about {optimism:.1%} above its true "
         f"value.{held}",

@@ -16,7 +16,7 @@ from mindspore_doctor.data.signals import DataSignals, FeatureStats, NetworkSign
 from mindspore_doctor.data.stats import view_flat_images
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.checks import Check, CheckSkipped, run_checks, selector
-from mindspore_doctor.rules.data import RULES
+from mindspore_doctor.rules.data import JUDGES
 
 T = TypeVar("T")
 DATA_CODES = ("MSD205", *(f"MSD3{i:02d}" for i in range(1, 11)))
@@ -130,7 +130,7 @@ def _check(train_ds: Any, eval_ds: Any, network: Any, loss_fn: Any,
 
 
 def _run_rules(signals: DataSignals, config: DoctorConfig, wanted: Callable[[str], bool]) -> list[Finding]:
-    checks = [Check(rule.__name__, (code,), partial(rule, config=config)) for code, rule in RULES]
+    checks = [Check(rule.__name__, (code,), partial(rule, config=config)) for code, rule in JUDGES]
     return run_checks(checks, signals, wanted)
 
 
