@@ -1,8 +1,10 @@
-"""A rule lives in five places; this test checks that they agree (issue 27).
+"""A rule is one definition (``mindspore_doctor.rule.Rule`` in a ``rules/`` module); this test checks that what is
+derived from it, and what is written beside it, agree with it (issue 27):
 
-1. the catalog (``mindspore_doctor/catalog.py``): code, slug, default severity;
-2. its page, ``docs/rules/<code>.md``: title, severity, the four sections, the thresholds it names;
-3. ``DoctorConfig`` (``mindspore_doctor/config.py``): the thresholds, each documented with the codes it tunes;
+1. the definition itself: a judge, options documented with its code, the catalog (``catalog.RULES``) gathered from it;
+2. its page, ``docs/rules/<code>.md``: title, severity, the four sections, the thresholds it names (options of the
+   rule, with their defaults);
+3. ``DoctorConfig`` (``config.OPTIONS``): the thresholds, each documented with the codes it tunes;
 4. the diagnosis knowledge (``mindspore_doctor/diagnosis/knowledge.py``) and the rule registries;
 5. the listings: ``msdoctor rules`` and the pages' index, ``docs/rules/README.md``.
 
@@ -19,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from mindspore_doctor.catalog import RULES
-from mindspore_doctor.config import OPTIONS, DoctorConfig
+from mindspore_doctor.catalog import RULE_OPTIONS, RULES
+from mindspore_doctor.config import OPTIONS, RUN_OPTIONS, DoctorConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mindspore_doctor"
@@ -120,7 +122,41 @@ def named_options(code: str) -> dict[str, str]:
     return named
 
 
-# --- 1. the pages ---------------------------------------------------------------------------------
+# --- 1. the definitions ---------------------------------------------------------------------------
+
+
+def test_the_catalog_is_the_definitions_of_the_rule_modules():
+    from mindspore_doctor.catalog import FAMILIES
+    from mindspore_doctor.rule import DOCTOR_RULES
+
+    defined = [r for r in DOCTOR_RULES] + [r for family in FAMILIES for r in family.RULES]
+    codes = [r.code for r in defined]
+    assert sorted(set(codes)) == sorted(codes), f"codes defined twice: {sorted({c for c in codes if codes.count(c) > 1})}"
+    assert all(RULES[r.code] is r for r in defined) and len(RULES) == len(defined)
+    assert CODES == sorted(CODES), "the catalog lists the codes in order"
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_every_rule_reads_options_documented_with_its_code(code):
+    """A rule's options name its code in their documentation, and every option documented with a code is read by
+    that code's rule: the rule's ``options`` are the thresholds a user can turn for it."""
+    rule = RULES[code]
+    undocumented = [o.name for o in rule.options if code not in codes_in(o.doc)]
+    assert not undocumented, f"{code} reads {undocumented}, whose documentation does not name {code}"
+    listed = {o.name for o in rule.options}
+    unlisted = sorted(name for name, option in RULE_OPTIONS.items() if code in codes_in(option.doc)
+                      and name not in listed)
+    assert not unlisted, f"options documented as tuning {code} that its Rule does not list: {unlisted}"
+
+
+def test_run_options_and_rule_options_are_the_config_fields():
+    assert FIELDS == set(OPTIONS) == set(RULE_OPTIONS) | {o.name for o in RUN_OPTIONS}
+    assert not set(RULE_OPTIONS) & {o.name for o in RUN_OPTIONS}
+    defaults = DoctorConfig()
+    assert all(getattr(defaults, name) == option.default for name, option in OPTIONS.items())
+
+
+# --- 2. the pages ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("code", CODES)
@@ -155,13 +191,18 @@ def test_page_title_and_severity_agree_with_the_catalog(code):
             f"catalog's default severity, {entry.severity.value}")
 
 
-# --- 2. the thresholds ----------------------------------------------------------------------------
+# --- 3. the thresholds ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("code", CODES)
-def test_options_a_page_names_are_config_fields(code):
+def test_options_a_page_names_are_its_rules_options(code):
+    """A page names the options of its own rule (``Rule.options``) or of the run (``RUN_OPTIONS``), never one that
+    does not exist or that tunes another rule."""
     unknown = {name: how for name, how in named_options(code).items() if name not in FIELDS}
     assert not unknown, f"docs/rules/{code}.md names options that DoctorConfig lacks: {unknown}"
+    own = {o.name for o in RULES[code].options} | {o.name for o in RUN_OPTIONS}
+    foreign = {name: how for name, how in named_options(code).items() if name not in own}
+    assert not foreign, f"docs/rules/{code}.md names options that {code}'s Rule does not read: {foreign}"
 
 
 @pytest.mark.parametrize("code", CODES)
@@ -193,7 +234,7 @@ def test_config_docstrings_name_known_codes():
     assert not unknown, f"DoctorConfig docstrings name codes the catalog lacks: {unknown}"
 
 
-# --- 3. the diagnosis knowledge and the registries -----------------------------------------------
+# --- 4. the diagnosis knowledge and the registries -----------------------------------------------
 
 
 def test_knowledge_names_known_codes():
@@ -276,7 +317,7 @@ def test_every_code_named_in_the_package_and_the_docs_exists():
     assert not problems, "codes the catalog does not have:\n" + "\n".join(problems)
 
 
-# --- 4. every code is reported somewhere ---------------------------------------------------------
+# --- 5. every code is reported somewhere ---------------------------------------------------------
 
 
 @cache
@@ -307,7 +348,7 @@ def test_the_allowlist_of_unreported_codes_is_current():
     assert not stale, f"EMITTED_ONLY_IN_CATALOG lists codes that are unknown or reported after all: {stale}"
 
 
-# --- 5. the listings -----------------------------------------------------------------------------
+# --- 6. the listings -----------------------------------------------------------------------------
 
 
 def test_msdoctor_rules_lists_every_code(capsys):
