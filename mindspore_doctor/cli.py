@@ -176,9 +176,13 @@ def cmd_rule(args: argparse.Namespace) -> int:
     page = rule_doc(entry.code)
     if page is not None:
         print(page.read_text(encoding="utf-8").rstrip())
-        return EXIT_OK
-    print(f"{entry.code} [{entry.slug}] ({entry.severity.value}): {entry.summary}")
-    print(f"(the full documentation, {entry.doc_path}, is not installed with this package)")
+    else:
+        print(f"{entry.code} [{entry.slug}] ({entry.severity.value}): {entry.summary}")
+        print(f"(the full documentation, {entry.doc_path}, is not installed with this package)")
+    if entry.options:
+        print("\n## Options (`Doctor(name=...)`, `DoctorConfig`, `[tool.msdoctor]`)\n")
+        for option in entry.options:
+            print(f"- `{option.name}` = {option.default!r}: {option.doc}")
     return EXIT_OK
 
 

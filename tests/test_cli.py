@@ -227,7 +227,10 @@ def test_rules_and_rule_docs(capsys):
     out = capsys.readouterr().out
     assert "MSD104  dropout-rate-suspicious" in out and "MSD503" in out
     assert main(["rule", "MSD002"]) == 0
-    assert "## What it does" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "## What it does" in out and "## Options" not in out
+    assert main(["rule", "loss-diverging"]) == 0  # the options the rule reads, from its definition
+    assert "- `diverge_factor` = 2.0: MSD202: loss at or above this multiple" in capsys.readouterr().out
     assert main(["rule", "MSD999"]) == 2
 
 
