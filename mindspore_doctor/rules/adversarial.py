@@ -26,37 +26,6 @@ from mindspore_doctor.rules.training import LOSS_WINDOW, PERSISTENT_PROBES
 if TYPE_CHECKING:
     from mindspore_doctor.config import DoctorConfig
 
-# --- definitions: the options these rules read, and the rules ----------------------------------------
-
-GAN_COLLAPSE_FRACTION = Option(
-    "gan_collapse_fraction", 0.05,
-    "MSD217: the discriminator's loss (median of its last ``loss_window`` steps) below this fraction of its first "
-    "window's median counts as collapsed (real + fake binary cross-entropy from ~1.39 to below ~0.07).",
-)
-GAN_GENERATOR_RISE = Option(
-    "gan_generator_rise", 2.0,
-    "MSD217: ... while the generator's loss ends at least this many times its first window's median.",
-)
-GAN_RANGE_OUTSIDE = Option(
-    "gan_range_outside", 0.25,
-    "MSD218: fraction of the generator's output outside the real samples' range (widened by 5 % of it) that counts, "
-    "on each of the last ``persistent_probes`` probes; 0.1 where the generator's output layer cannot span the data.",
-)
-
-DISCRIMINATOR_OVERPOWERS_GENERATOR = Rule(
-    "MSD217", "discriminator-overpowers-generator", WARNING,
-    "a GAN's discriminator loss collapses to ~0 while the generator's grows: the generator gets no useful signal",
-    options=(LOSS_WINDOW, GAN_COLLAPSE_FRACTION, GAN_GENERATOR_RISE),
-)
-REAL_FAKE_RANGE_MISMATCH = Rule(
-    "MSD218", "real-fake-range-mismatch", WARNING,
-    "a GAN's real samples and the generator's output span different ranges: the discriminator can tell them apart "
-    "by range alone",
-    options=(PERSISTENT_PROBES, GAN_RANGE_OUTSIDE),
-)
-
-RULES = (DISCRIMINATOR_OVERPOWERS_GENERATOR, REAL_FAKE_RANGE_MISMATCH)
-
 OUTPUT_RANGES = {"tanh": (-1.0, 1.0), "sigmoid": (0.0, 1.0)}
 """The range of a generator's output layer, by activation kind: the only values it can produce."""
 RANGE_TOLERANCE = 0.05
@@ -70,6 +39,23 @@ def _median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+GAN_COLLAPSE_FRACTION = Option(
+    "gan_collapse_fraction", 0.05,
+    "MSD217: the discriminator's loss (median of its last ``loss_window`` steps) below this fraction of its first "
+    "window's median counts as collapsed (real + fake binary cross-entropy from ~1.39 to below ~0.07).",
+)
+GAN_GENERATOR_RISE = Option(
+    "gan_generator_rise", 2.0,
+    "MSD217: ... while the generator's loss ends at least this many times its first window's median.",
+)
+DISCRIMINATOR_OVERPOWERS_GENERATOR = Rule(
+    "MSD217", "discriminator-overpowers-generator", WARNING,
+    "a GAN's discriminator loss collapses to ~0 while the generator's grows: the generator gets no useful signal",
+    options=(LOSS_WINDOW, GAN_COLLAPSE_FRACTION, GAN_GENERATOR_RISE),
+)
+
+
+@DISCRIMINATOR_OVERPOWERS_GENERATOR.judge
 def discriminator_overpowers(signals: AdversarialSignals, config: DoctorConfig) -> list[Finding]:
     """MSD217: the discriminator's loss (median of its last ``loss_window`` steps) fell below
     ``gan_collapse_fraction`` of its first window while the generator's rose ``gan_generator_rise`` times.
@@ -121,6 +107,20 @@ def _show(low: float, high: float) -> str:
     return f"[{low:.3g}, {high:.3g}]"
 
 
+GAN_RANGE_OUTSIDE = Option(
+    "gan_range_outside", 0.25,
+    "MSD218: fraction of the generator's output outside the real samples' range (widened by 5 % of it) that counts, "
+    "on each of the last ``persistent_probes`` probes; 0.1 where the generator's output layer cannot span the data.",
+)
+REAL_FAKE_RANGE_MISMATCH = Rule(
+    "MSD218", "real-fake-range-mismatch", WARNING,
+    "a GAN's real samples and the generator's output span different ranges: the discriminator can tell them apart "
+    "by range alone",
+    options=(PERSISTENT_PROBES, GAN_RANGE_OUTSIDE),
+)
+
+
+@REAL_FAKE_RANGE_MISMATCH.judge
 def real_fake_range_mismatch(signals: AdversarialSignals, config: DoctorConfig) -> list[Finding]:
     """MSD218: the generator's output lies outside the real samples' range on the last ``persistent_probes`` probes
     (``gan_range_outside`` of its values), or its output layer cannot span the real samples' range.
@@ -200,5 +200,7 @@ def _range_fix(kind: str | None, real: ValueStats) -> str:
             "before the discriminator.")
 
 
-ADVERSARIAL_RULES = ((("MSD217",), discriminator_overpowers), (("MSD218",), real_fake_range_mismatch))
+RULES = (DISCRIMINATOR_OVERPOWERS_GENERATOR, REAL_FAKE_RANGE_MISMATCH)
+
+ADVERSARIAL_RULES = tuple(((rule.code,), rule.judged_by) for rule in RULES)
 """(codes, rule) in the order they run."""

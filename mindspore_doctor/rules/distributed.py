@@ -17,47 +17,6 @@ from mindspore_doctor.rule import ERROR, Option, Rule, WARNING
 if TYPE_CHECKING:
     from mindspore_doctor.config import DoctorConfig
 
-# --- definitions: the options these rules read, and the rules ----------------------------------------
-
-RANK_CHECK_EVERY = Option(
-    "rank_check_every", 50,
-    "MSD502: compare parameter fingerprints across ranks every N steps (and at train end).",
-)
-RANK_RTOL = Option(
-    "rank_rtol", 1e-5,
-    "MSD501/502: fingerprints within rank_atol + rank_rtol * |value| count as equal across ranks.",
-)
-RANK_ATOL = Option(
-    "rank_atol", 1e-7,
-    "MSD501/502: absolute part of the cross-rank tolerance.",
-)
-RANK_BATCH_STEPS = Option(
-    "rank_batch_steps", 2,
-    "MSD503: the first N batches of each rank are hashed per sample and compared across ranks.",
-)
-RANK_DUPLICATE_FRACTION = Option(
-    "rank_duplicate_fraction", 0.5,
-    "MSD503: two ranks sharing at least this fraction of those samples read the same data.",
-)
-
-RANK_INIT_MISMATCH = Rule(
-    "MSD501", "rank-init-mismatch", ERROR,
-    "initial parameters differ across ranks",
-    options=(RANK_RTOL, RANK_ATOL),
-)
-RANK_DIVERGENCE = Rule(
-    "MSD502", "rank-divergence", ERROR,
-    "parameters drift apart across ranks",
-    options=(RANK_CHECK_EVERY, RANK_RTOL, RANK_ATOL),
-)
-RANK_DATA_DUPLICATION = Rule(
-    "MSD503", "rank-data-duplication", WARNING,
-    "ranks read the same samples",
-    options=(RANK_BATCH_STEPS, RANK_DUPLICATE_FRACTION),
-)
-
-RULES = (RANK_INIT_MISMATCH, RANK_DIVERGENCE, RANK_DATA_DUPLICATION)
-
 _NAMED = 3
 """Parameters named in a message; the evidence lists more."""
 _LISTED = 20
@@ -105,6 +64,22 @@ def _summary(differing: dict[str, dict[str, Any]], total: int) -> tuple[str, dic
     return first, evidence, ranks, f"{named}{more}"
 
 
+RANK_RTOL = Option(
+    "rank_rtol", 1e-5,
+    "MSD501/502: fingerprints within rank_atol + rank_rtol * |value| count as equal across ranks.",
+)
+RANK_ATOL = Option(
+    "rank_atol", 1e-7,
+    "MSD501/502: absolute part of the cross-rank tolerance.",
+)
+RANK_INIT_MISMATCH = Rule(
+    "MSD501", "rank-init-mismatch", ERROR,
+    "initial parameters differ across ranks",
+    options=(RANK_RTOL, RANK_ATOL),
+)
+
+
+@RANK_INIT_MISMATCH.judge
 def rank_init_mismatch(
     names: Sequence[str], fingerprints: Mapping[int, np.ndarray | None], config: DoctorConfig
 ) -> list[Finding]:
@@ -125,6 +100,18 @@ def rank_init_mismatch(
     )]
 
 
+RANK_CHECK_EVERY = Option(
+    "rank_check_every", 50,
+    "MSD502: compare parameter fingerprints across ranks every N steps (and at train end).",
+)
+RANK_DIVERGENCE = Rule(
+    "MSD502", "rank-divergence", ERROR,
+    "parameters drift apart across ranks",
+    options=(RANK_CHECK_EVERY, RANK_RTOL, RANK_ATOL),
+)
+
+
+@RANK_DIVERGENCE.judge
 def rank_divergence(
     names: Sequence[str],
     fingerprints: Mapping[int, np.ndarray | None],
@@ -151,6 +138,22 @@ def rank_divergence(
     )]
 
 
+RANK_BATCH_STEPS = Option(
+    "rank_batch_steps", 2,
+    "MSD503: the first N batches of each rank are hashed per sample and compared across ranks.",
+)
+RANK_DUPLICATE_FRACTION = Option(
+    "rank_duplicate_fraction", 0.5,
+    "MSD503: two ranks sharing at least this fraction of those samples read the same data.",
+)
+RANK_DATA_DUPLICATION = Rule(
+    "MSD503", "rank-data-duplication", WARNING,
+    "ranks read the same samples",
+    options=(RANK_BATCH_STEPS, RANK_DUPLICATE_FRACTION),
+)
+
+
+@RANK_DATA_DUPLICATION.judge
 def rank_data_duplication(digests: Mapping[int, Sequence[str] | None], step: int | None,
                           config: DoctorConfig) -> list[Finding]:
     """MSD503: pairs of ranks whose first sampled batches share most of their samples (judged at ``step``)."""
@@ -206,3 +209,6 @@ def merge_rank_findings(per_rank: Mapping[int, Sequence[Finding]]) -> list[Findi
             finding.evidence["resolved_on_ranks"] = passed
         merged.append(finding)
     return merged
+
+
+RULES = (RANK_INIT_MISMATCH, RANK_DIVERGENCE, RANK_DATA_DUPLICATION)

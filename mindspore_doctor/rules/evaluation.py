@@ -15,84 +15,6 @@ from mindspore_doctor.rule import CHECK_SKIPPED, ERROR, Option, Rule, WARNING
 if TYPE_CHECKING:
     from mindspore_doctor.config import DoctorConfig
 
-# --- definitions: the options these rules read, and the rules ----------------------------------------
-
-OVERFIT_PATIENCE = Option(
-    "overfit_patience", 2,
-    "MSD401: consecutive evaluations with rising eval loss (while train loss falls) that mean overfitting, and "
-    "evaluations without a new best eval loss that mean it stopped improving (the gap test).",
-)
-OVERFIT_MIN_RISE = Option(
-    "overfit_min_rise", 0.1,
-    "MSD401: rising eval loss must end at least this fraction above its best (a healthy run's eval loss wanders by "
-    "a few percent once it has converged).",
-)
-OVERFIT_GAP_RATIO = Option(
-    "overfit_gap_ratio", 2.0,
-    "MSD401: eval loss at or above this multiple of train loss, once eval loss stopped improving (no new best for "
-    "``overfit_patience`` evaluations).",
-)
-OVERFIT_NOISE_SIGMAS = Option(
-    "overfit_noise_sigmas", 3.0,
-    "MSD401: a rise of the eval loss above its best, and its gap above the train loss, must exceed this many "
-    "standard errors of the losses (per-sample loss std / sqrt(samples)): on a 114-sample eval split one "
-    "evaluation's mean loss moves by ~1 standard error, and the best of many evaluations sits 1-2 below the truth.",
-)
-UNDERFIT_MARGIN = Option(
-    "underfit_margin", 0.2,
-    "MSD402: train metric within this fraction of the headroom above the trivial baseline is underfitting.",
-)
-BASELINE_MARGIN = Option(
-    "baseline_margin", 0.05,
-    "MSD404: metric must beat the trivial baseline by this fraction of the headroom (accuracy) / of the baseline "
-    "error.",
-)
-MODE_SWITCH_MAX_CHANGE = Option(
-    "mode_switch_max_change", 2.0,
-    "MSD405: L2 change of the outputs between train and eval mode on one batch, over the smaller output norm, above "
-    "this.",
-)
-OVERFIT_BATCH_SIZE = Option(
-    "overfit_batch_size", 8,
-    "MSD403: samples in the one batch the sanity check must overfit.",
-)
-OVERFIT_STEPS = Option(
-    "overfit_steps", 150,
-    "MSD403: step budget to drive the loss on that batch near zero.",
-)
-OVERFIT_LOSS_RATIO = Option(
-    "overfit_loss_ratio", 0.05,
-    "MSD403: the batch is fitted when its loss falls to this fraction of its initial loss (or below 1e-3).",
-)
-
-OVERFITTING = Rule(
-    "MSD401", "overfitting", WARNING,
-    "eval loss rising while train loss falls",
-    options=(OVERFIT_PATIENCE, OVERFIT_MIN_RISE, OVERFIT_GAP_RATIO, OVERFIT_NOISE_SIGMAS),
-)
-UNDERFITTING = Rule(
-    "MSD402", "underfitting", WARNING,
-    "train metric close to a trivial baseline",
-    options=(UNDERFIT_MARGIN,),
-)
-CANNOT_OVERFIT_BATCH = Rule(
-    "MSD403", "cannot-overfit-batch", ERROR,
-    "model cannot fit one small batch",
-    options=(OVERFIT_BATCH_SIZE, OVERFIT_STEPS, OVERFIT_LOSS_RATIO),
-)
-WORSE_THAN_BASELINE = Rule(
-    "MSD404", "worse-than-baseline", ERROR,
-    "metric not better than a trivial predictor",
-    options=(BASELINE_MARGIN,),
-)
-MODE_SWITCH_INCONSISTENCY = Rule(
-    "MSD405", "mode-switch-inconsistency", WARNING,
-    "outputs change drastically between modes",
-    options=(MODE_SWITCH_MAX_CHANGE,),
-)
-
-RULES = (OVERFITTING, UNDERFITTING, CANNOT_OVERFIT_BATCH, WORSE_THAN_BASELINE, MODE_SWITCH_INCONSISTENCY)
-
 
 def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
@@ -136,6 +58,35 @@ def _sigmas(excess: float, se: float, last: EvalRecord) -> str:
     return f"{excess / se:.1f} standard errors (± {se:.3g}{samples})"
 
 
+OVERFIT_PATIENCE = Option(
+    "overfit_patience", 2,
+    "MSD401: consecutive evaluations with rising eval loss (while train loss falls) that mean overfitting, and "
+    "evaluations without a new best eval loss that mean it stopped improving (the gap test).",
+)
+OVERFIT_MIN_RISE = Option(
+    "overfit_min_rise", 0.1,
+    "MSD401: rising eval loss must end at least this fraction above its best (a healthy run's eval loss wanders by "
+    "a few percent once it has converged).",
+)
+OVERFIT_GAP_RATIO = Option(
+    "overfit_gap_ratio", 2.0,
+    "MSD401: eval loss at or above this multiple of train loss, once eval loss stopped improving (no new best for "
+    "``overfit_patience`` evaluations).",
+)
+OVERFIT_NOISE_SIGMAS = Option(
+    "overfit_noise_sigmas", 3.0,
+    "MSD401: a rise of the eval loss above its best, and its gap above the train loss, must exceed this many "
+    "standard errors of the losses (per-sample loss std / sqrt(samples)): on a 114-sample eval split one "
+    "evaluation's mean loss moves by ~1 standard error, and the best of many evaluations sits 1-2 below the truth.",
+)
+OVERFITTING = Rule(
+    "MSD401", "overfitting", WARNING,
+    "eval loss rising while train loss falls",
+    options=(OVERFIT_PATIENCE, OVERFIT_MIN_RISE, OVERFIT_GAP_RATIO, OVERFIT_NOISE_SIGMAS),
+)
+
+
+@OVERFITTING.judge
 def overfitting(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Finding]:
     """Eval loss rising for ``overfit_patience`` evaluations while train loss falls (ending at least
     ``overfit_min_rise`` and ``overfit_noise_sigmas`` standard errors above its best), or, once stalled (no new
@@ -194,6 +145,18 @@ def _overfit_finding(message: str, last: EvalRecord, best: EvalRecord, kind: str
 # --- MSD402 / MSD404 ----------------------------------------------------------------------
 
 
+UNDERFIT_MARGIN = Option(
+    "underfit_margin", 0.2,
+    "MSD402: train metric within this fraction of the headroom above the trivial baseline is underfitting.",
+)
+UNDERFITTING = Rule(
+    "MSD402", "underfitting", WARNING,
+    "train metric close to a trivial baseline",
+    options=(UNDERFIT_MARGIN,),
+)
+
+
+@UNDERFITTING.judge
 def underfitting(train_metric: Metric | None, baseline: Metric | None, config: DoctorConfig,
                  epoch: int | None = None) -> list[Finding]:
     """MSD402: after training, the train metric is still close to the trivial predictor's."""
@@ -213,6 +176,19 @@ def underfitting(train_metric: Metric | None, baseline: Metric | None, config: D
     )]
 
 
+BASELINE_MARGIN = Option(
+    "baseline_margin", 0.05,
+    "MSD404: metric must beat the trivial baseline by this fraction of the headroom (accuracy) / of the baseline "
+    "error.",
+)
+WORSE_THAN_BASELINE = Rule(
+    "MSD404", "worse-than-baseline", ERROR,
+    "metric not better than a trivial predictor",
+    options=(BASELINE_MARGIN,),
+)
+
+
+@WORSE_THAN_BASELINE.judge
 def worse_than_baseline(metric: Metric | None, baseline: Metric | None, config: DoctorConfig,
                         data: str = "eval", epoch: int | None = None, samples: int | None = None) -> list[Finding]:
     """MSD404: the model's metric is not better than the majority class / mean predictor's.
@@ -240,6 +216,19 @@ def worse_than_baseline(metric: Metric | None, baseline: Metric | None, config: 
 # --- MSD405 -------------------------------------------------------------------------------
 
 
+MODE_SWITCH_MAX_CHANGE = Option(
+    "mode_switch_max_change", 2.0,
+    "MSD405: L2 change of the outputs between train and eval mode on one batch, over the smaller output norm, above "
+    "this.",
+)
+MODE_SWITCH_INCONSISTENCY = Rule(
+    "MSD405", "mode-switch-inconsistency", WARNING,
+    "outputs change drastically between modes",
+    options=(MODE_SWITCH_MAX_CHANGE,),
+)
+
+
+@MODE_SWITCH_INCONSISTENCY.judge
 def mode_switch_inconsistency(relative_change: float | None, cells: Sequence[str], config: DoctorConfig,
                               epoch: int | None = None) -> list[Finding]:
     """MSD405: outputs on one batch change by more than ``mode_switch_max_change`` between train and eval mode.
@@ -273,8 +262,9 @@ def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig,
     last = records[-1] if records else None
     switch = mode_switch_inconsistency(*mode_change, config, epoch=last and last.epoch) if mode_change else []
     if metric_skipped:
-        switch.append(CHECK_SKIPPED.finding(f"MSD402, MSD404 skipped: {metric_skipped}",
-                                   location={"check": "evaluation-metric"}, evidence={"codes": ["MSD402", "MSD404"]}))
+        codes = [UNDERFITTING.code, WORSE_THAN_BASELINE.code]
+        switch.append(CHECK_SKIPPED.finding(f"{', '.join(codes)} skipped: {metric_skipped}",
+                                            location={"check": "evaluation-metric"}, evidence={"codes": codes}))
     if last is None:
         return switch
     return [
@@ -286,6 +276,28 @@ def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig,
     ]
 
 
+# --- MSD403 (sanity's overfit-one-batch run) ---------------------------------------------
+
+OVERFIT_BATCH_SIZE = Option(
+    "overfit_batch_size", 8,
+    "MSD403: samples in the one batch the sanity check must overfit.",
+)
+OVERFIT_STEPS = Option(
+    "overfit_steps", 150,
+    "MSD403: step budget to drive the loss on that batch near zero.",
+)
+OVERFIT_LOSS_RATIO = Option(
+    "overfit_loss_ratio", 0.05,
+    "MSD403: the batch is fitted when its loss falls to this fraction of its initial loss (or below 1e-3).",
+)
+CANNOT_OVERFIT_BATCH = Rule(
+    "MSD403", "cannot-overfit-batch", ERROR,
+    "model cannot fit one small batch",
+    options=(OVERFIT_BATCH_SIZE, OVERFIT_STEPS, OVERFIT_LOSS_RATIO),
+)
+
+
+@CANNOT_OVERFIT_BATCH.judge
 def batch_not_fitted(overfit: dict[str, Any], lr: float | None = None,
                      suggested_lr: float | None = None) -> list[Finding]:
     """MSD403 from ``sanity()``'s overfit-one-batch run (``samples``, ``steps``, ``initial_loss``, ``final_loss``,
@@ -302,3 +314,6 @@ def batch_not_fitted(overfit: dict[str, Any], lr: float | None = None,
         suggestion="A model that cannot memorise 8 samples has a bug: check the labels match the inputs, that "
         "no weight is frozen (MSD102), the loss gets logits (MSD107), and the learning rate is not tiny.",
     )]
+
+
+RULES = (OVERFITTING, UNDERFITTING, CANNOT_OVERFIT_BATCH, WORSE_THAN_BASELINE, MODE_SWITCH_INCONSISTENCY)

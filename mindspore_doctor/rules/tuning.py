@@ -2,7 +2,8 @@
 
 Pure judgement over finding codes and numbers: ``tune`` (``mindspore_doctor/tuner``) measures, this module decides
 which knobs to turn and how far, so that a run that diverged searches lower learning rates, one that overfits more
-regularisation, one that underfits more capacity and less regularisation.
+regularisation, one that underfits more capacity and less regularisation. The sets of codes it reads (``LR_TOO_HIGH``,
+``FATAL``, ...) are built from the rules that define those codes.
 """
 from __future__ import annotations
 
@@ -13,32 +14,31 @@ from typing import Any, Iterable
 
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rule import Rule, WARNING
+from mindspore_doctor.rules import evaluation
+from mindspore_doctor.rules.layers import DROPOUT_RATE_SUSPICIOUS
+from mindspore_doctor.rules.training import (EXPLODING_GRADIENT, LOSS_DIVERGING, LOSS_NOT_DECREASING, LOSS_OSCILLATING,
+                                             NONFINITE_LOSS, NONFINITE_TENSOR, UPDATE_RATIO_TOO_LARGE,
+                                             UPDATE_RATIO_TOO_SMALL, WEIGHTS_NOT_UPDATING)
 
-# --- definitions: the options these rules read, and the rules ----------------------------------------
+
+def _codes(*rules: Rule) -> frozenset[str]:
+    return frozenset(rule.code for rule in rules)
 
 
-TUNING_OPTIMISTIC_BEST = Rule(
-    "MSD406", "tuning-optimistic-best", WARNING,
-    "best of many trials scored on one small validation set",
-)
-
-RULES = (TUNING_OPTIMISTIC_BEST,)
-
-LR_TOO_HIGH = frozenset({"MSD201", "MSD202", "MSD204", "MSD206", "MSD208", "MSD211"})
+LR_TOO_HIGH = _codes(NONFINITE_LOSS, LOSS_DIVERGING, LOSS_OSCILLATING, NONFINITE_TENSOR, EXPLODING_GRADIENT,
+                     UPDATE_RATIO_TOO_LARGE)
 """Symptoms of a learning rate too high: search below the default, with warm-up."""
-LR_TOO_LOW = frozenset({"MSD203", "MSD209", "MSD210"})
+LR_TOO_LOW = _codes(LOSS_NOT_DECREASING, WEIGHTS_NOT_UPDATING, UPDATE_RATIO_TOO_SMALL)
 """Symptoms of a learning rate too low: search above the default."""
-OVERFITTING = frozenset({"MSD401"})
-UNDERFITTING = frozenset({"MSD402", "MSD403", "MSD404"})
-DROPOUT_TOO_HIGH = frozenset({"MSD104"})
-FATAL = frozenset({"MSD201", "MSD202", "MSD206"})
+OVERFITTING = _codes(evaluation.OVERFITTING)
+UNDERFITTING = _codes(evaluation.UNDERFITTING, evaluation.CANNOT_OVERFIT_BATCH, evaluation.WORSE_THAN_BASELINE)
+DROPOUT_TOO_HIGH = _codes(DROPOUT_RATE_SUSPICIOUS)
+FATAL = _codes(NONFINITE_LOSS, LOSS_DIVERGING, NONFINITE_TENSOR)
 """A trial showing one of these is pruned at that step: nothing it trains afterwards is worth the time."""
 LR_SPAN = 10.0
 """Without a symptom, the learning rate is searched within this factor either side of the centre."""
 PRUNE_QUANTILE = 0.25
 """A learning curve in the worst quarter of the others at the same epoch (and clearly so) is hopeless."""
-OPTIMISM_TOLERANCE = 0.01
-"""MSD406: the expected selection optimism of the best accuracy (absolute) worth a warning."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,15 @@ def selection_optimism(best: float, samples: int, trials: int) -> float:
     return accuracy_error(best, samples) * expected_max
 
 
+OPTIMISM_TOLERANCE = 0.01
+"""MSD406: the expected selection optimism of the best accuracy (absolute) worth a warning."""
+TUNING_OPTIMISTIC_BEST = Rule(
+    "MSD406", "tuning-optimistic-best", WARNING,
+    "best of many trials scored on one small validation set",
+)
+
+
+@TUNING_OPTIMISTIC_BEST.judge
 def optimistic_best(metric: str, best: float, samples: int | None, trials: int,
                     holdout: float | None = None) -> list[Finding]:
     """MSD406: the best validation accuracy of many trials on a small validation set overstates the model."""
@@ -198,3 +207,6 @@ def optimistic_best(metric: str, best: float, samples: int | None, trials: int,
         evidence={"best": best, "samples": samples, "trials": trials, "optimism": optimism, "holdout": holdout},
         suggestion="Report the held-out score (tune(..., holdout_ds=...)), validate on more samples, or run fewer "
                    "trials.")]
+
+
+RULES = (TUNING_OPTIMISTIC_BEST,)
