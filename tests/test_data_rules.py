@@ -308,7 +308,7 @@ def _discrete_pixel():
 
 
 def test_msd303_needs_an_empty_gap_between_an_outlier_and_the_bulk():
-    from mindspore_doctor.rules.data import input_outliers
+    from mindspore_doctor.rules.data.scale import input_outliers
 
     assert _codes_of(input_outliers, _signals(_discrete_pixel())) == []
     x = _discrete_pixel()
@@ -317,7 +317,7 @@ def test_msd303_needs_an_empty_gap_between_an_outlier_and_the_bulk():
 
 
 def test_msd304_compares_a_sparse_feature_by_its_nonzero_values():
-    from mindspore_doctor.rules.data import input_not_normalized
+    from mindspore_doctor.rules.data.scale import input_not_normalized
 
     x = np.random.default_rng(0).normal(size=(1400, 3))
     x[:, 2] = 0.0
@@ -328,7 +328,7 @@ def test_msd304_compares_a_sparse_feature_by_its_nonzero_values():
 
 
 def test_msd308_allows_for_the_noise_of_a_rare_features_std():
-    from mindspore_doctor.rules.data import train_eval_mismatch
+    from mindspore_doctor.rules.data.pairs import train_eval_mismatch
 
     r = np.random.default_rng(0)
     train, evaluation = r.normal(size=(1400, 3)), r.normal(size=(443, 3))
@@ -342,7 +342,7 @@ def test_msd308_allows_for_the_noise_of_a_rare_features_std():
 
 
 def test_msd309_compares_with_the_training_sets_own_repeats():
-    from mindspore_doctor.rules.data import train_eval_leakage
+    from mindspore_doctor.rules.data.pairs import train_eval_leakage
     from mindspore_doctor.data.signals import DatasetSignals, DataSignals
 
     r = np.random.default_rng(0)
@@ -355,7 +355,7 @@ def test_msd309_compares_with_the_training_sets_own_repeats():
 
 
 def test_msd307_judges_a_small_class_against_the_networks_capacity():
-    from mindspore_doctor.rules.data import too_few_samples
+    from mindspore_doctor.rules.data.size import too_few_samples
 
     y = np.random.default_rng(1).permutation(np.r_[np.zeros(50), np.ones(50), np.full(36, 2)])
     rows = np.random.default_rng(0).normal(size=(len(y), 13))
@@ -380,7 +380,7 @@ def test_positions_per_sample_of_an_input_column(shape, dtype, positions):
 
 def test_msd307_counts_a_weight_shared_parameter_once_per_position():
     """2.3M parameters for 1024 samples: too many for a dense network, fine for convolutions over 32x32."""
-    from mindspore_doctor.rules.data import too_few_samples
+    from mindspore_doctor.rules.data.size import too_few_samples
 
     y = np.random.default_rng(1).integers(0, 4, 1024)
     images = _signals(np.zeros((1024, 3, 32, 32)), y, params=2_317_268, outputs=4)
@@ -393,7 +393,7 @@ def test_msd307_counts_a_weight_shared_parameter_once_per_position():
 
 
 def test_msd205_from_the_data_only_for_an_exact_copy_of_the_target():
-    from mindspore_doctor.rules.data import label_in_inputs
+    from mindspore_doctor.rules.data.label_copy import label_in_inputs
 
     r = np.random.default_rng(0)
     x, target = r.normal(size=(500, 6)), r.normal(size=500)
@@ -407,7 +407,7 @@ def test_shuffled_sparse_regression_target_is_not_called_sorted():
     """A shuffled target that is 95 % one value ("missing" = 0): tied values must share a rank, not be ranked by
     position (that read +0.92 correlation on f_masked_regression_loss_div); a sorted dense target still fires."""
     from mindspore_doctor.config import DoctorConfig
-    from mindspore_doctor.rules.data import data_not_shuffled
+    from mindspore_doctor.rules.data.labels import data_not_shuffled
 
     values = np.where(rng.random(512) < 0.95, 0.0, rng.normal(size=512))
     assert data_not_shuffled(_signals(rng.normal(size=(512, 4)), label=values, label_kind="regression"),

@@ -272,7 +272,7 @@ def registries() -> dict[str, set[str]]:
         "rules.training.ACTIVATION_PROBE_CODES": set(training.ACTIVATION_PROBE_CODES),
         "rules.training.probes_needed()": set(training.probes_needed(DoctorConfig())),
         "rules.adversarial.ADVERSARIAL_RULES": {c for codes, _ in adversarial.ADVERSARIAL_RULES for c in codes},
-        "rules.data.JUDGES": {c for c, _ in data.JUDGES},
+        "rules.data.JUDGES": {rule.code for rule, _ in data.JUDGES},
         "runners.check_data.DATA_CODES": set(check_data.DATA_CODES),
         "runners.check_data.PAIR_CODES": set(check_data.PAIR_CODES),
         "runners.lint.CHECKS": {c for check in lint.CHECKS for c in check.codes},

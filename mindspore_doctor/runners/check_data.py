@@ -16,12 +16,13 @@ from mindspore_doctor.data.signals import DataSignals, FeatureStats, NetworkSign
 from mindspore_doctor.data.stats import view_flat_images
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.checks import Check, CheckSkipped, run_checks, selector
-from mindspore_doctor.rules.data import JUDGES
+from mindspore_doctor.rules.data import JUDGES, PAIR_RULES
 
 T = TypeVar("T")
-DATA_CODES = ("MSD205", *(f"MSD3{i:02d}" for i in range(1, 11)))
+DATA_CODES = tuple(rule.code for rule, _ in JUDGES)
 """MSD301-MSD310, and MSD205 when the regression target is itself an input column (certain before any step)."""
-PAIR_CODES = ("MSD308", "MSD309")
+PAIR_CODES = tuple(rule.code for rule in PAIR_RULES)
+"""The codes the eval set is sampled for (MSD308, MSD309: train against eval)."""
 
 
 def _guarded(name: str, codes: tuple[str, ...], measure: Callable[[], T], findings: list[Finding]) -> T | None:
@@ -130,7 +131,7 @@ def _check(train_ds: Any, eval_ds: Any, network: Any, loss_fn: Any,
 
 
 def _run_rules(signals: DataSignals, config: DoctorConfig, wanted: Callable[[str], bool]) -> list[Finding]:
-    checks = [Check(rule.__name__, (code,), partial(rule, config=config)) for code, rule in JUDGES]
+    checks = [Check(judge.__name__, (rule.code,), partial(judge, config=config)) for rule, judge in JUDGES]
     return run_checks(checks, signals, wanted)
 
 

@@ -22,7 +22,8 @@ from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.data.signals import DatasetSignals, DataSignals, FeatureStats
 from mindspore_doctor.data.stats import FeatureAccumulator, UnsupportedColumn, channel_view
 from mindspore_doctor.findings import Finding, Severity
-from mindspore_doctor.rules.data import _kurtosis, input_not_normalized
+from mindspore_doctor.rules.data.pairs import _kurtosis
+from mindspore_doctor.rules.data.scale import input_not_normalized
 
 PASS_THE_BATCH = (" In a hand-written loop that transforms the batch before the network, pass the batch the "
                   "network receives to `run.step(loss, *batch)` so the Doctor judges that instead.")

@@ -1,0 +1,39 @@
+"""MSD301-MSD310: judge the statistics the data probes measured on a dataset sample.
+
+Every rule is a pure function ``(DataSignals, DoctorConfig) -> list[Finding]`` over numpy numbers; nothing here
+touches MindSpore. Rules that need something the probes could not measure raise ``CheckSkipped`` (reported as
+MSD002). One module per concern:
+
+- ``values.py``: NaN/Inf (MSD301) and constant features (MSD310);
+- ``labels.py``: class imbalance (MSD302), unshuffled order (MSD305), labels out of range (MSD306);
+- ``scale.py``: outliers (MSD303) and unnormalised inputs (MSD304);
+- ``size.py``: too few samples for the network (MSD307);
+- ``pairs.py``: the eval set against the training set (MSD308, MSD309);
+- ``label_copy.py``: the regression target copied into an input, MSD205 proven from the data;
+- ``common.py``: what they share.
+"""
+from __future__ import annotations
+
+from mindspore_doctor.rule import Rule
+from mindspore_doctor.rules.data.common import DataRule
+from mindspore_doctor.rules.data.label_copy import label_in_inputs
+from mindspore_doctor.rules.data.labels import CLASS_IMBALANCE, DATA_NOT_SHUFFLED, LABEL_OUT_OF_RANGE
+from mindspore_doctor.rules.data.pairs import TRAIN_EVAL_LEAKAGE, TRAIN_EVAL_MISMATCH
+from mindspore_doctor.rules.data.scale import INPUT_NOT_NORMALIZED, INPUT_OUTLIERS
+from mindspore_doctor.rules.data.size import TOO_FEW_SAMPLES
+from mindspore_doctor.rules.data.values import CONSTANT_FEATURE, NONFINITE_INPUT
+from mindspore_doctor.rules.training import LOSS_SUSPICIOUSLY_LOW
+
+RULES = (NONFINITE_INPUT, CLASS_IMBALANCE, INPUT_OUTLIERS, INPUT_NOT_NORMALIZED, DATA_NOT_SHUFFLED,
+         LABEL_OUT_OF_RANGE, TOO_FEW_SAMPLES, TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE, CONSTANT_FEATURE)
+"""The data rules, in code order."""
+
+PAIR_RULES = (TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE)
+"""The rules of ``pairs.py``: they compare the eval sample with the training sample, the only ones it is read for."""
+
+JUDGES: tuple[tuple[Rule, DataRule], ...] = (
+    (LOSS_SUSPICIOUSLY_LOW, label_in_inputs),
+    *((rule, rule.judged_by) for rule in RULES),
+)
+"""(rule, judge): the data checks in catalog order, first the one training rule the data can prove before any step
+(MSD205: its ``judged_by`` reads the loss; ``label_in_inputs`` judges it on the data)."""
