@@ -313,3 +313,22 @@ def test_source_mode_reads_attributes_bound_once_in_init(tmp_path):
     assert dropout.location["line"] == 17 and "p=self.rate" in dropout.message
     [softmax] = _only(report, "MSD113")  # self.fixed = 0; self.axis defaults to -1
     assert softmax.location["line"] == 18 and "axis=self.fixed" in softmax.message
+
+
+def test_the_lint_checks_are_derived_from_the_rules_they_judge():
+    """Each lint check's codes are its rules'; every static rule is measured on objects (and on source text where it
+    can be) and judged by the function its own family binds: MSD105's static part here, not the training part that
+    ``rules/training`` reports with the same Rule."""
+    from mindspore_doctor.rules import graph, layers, parameters
+    from mindspore_doctor.runners import lint as runner
+
+    families = (parameters, layers, graph)
+    static_rules = [rule for family in families for rule in family.RULES]
+    assert set(runner.MEASURED) == set(static_rules) == {r for rules in runner.CHECK_RULES.values() for r in rules}
+    assert [(c.name, c.codes) for c in runner.CHECKS] == [
+        (name, tuple(r.code for r in rules)) for name, rules in runner.CHECK_RULES.items()]
+    assert {code for check in runner.SOURCE_CHECKS for code in check.codes} == {r.code for r in runner.SOURCE_MEASURED}
+    for family in families:
+        for rule in family.RULES:
+            assert rule.judged_by.__module__.startswith(family.__name__), rule.code
+    assert layers.TRAIN_MODE_MISUSE.judged_by is layers.batchnorm_findings

@@ -22,28 +22,6 @@ from mindspore_doctor.rule import ERROR, Rule, WARNING
 if TYPE_CHECKING:
     from mindspore_doctor.config import DoctorConfig
 
-# --- definitions: the options these rules read, and the rules ----------------------------------------
-
-
-UNSAFE_DIVISION = Rule(
-    "MSD106", "unsafe-division", WARNING,
-    "division whose denominator can be zero",
-)
-LOSS_ACTIVATION_MISMATCH = Rule(
-    "MSD107", "loss-activation-mismatch", ERROR,
-    "probabilities fed to a logits loss, or the reverse",
-)
-DISCONNECTED_CELL = Rule(
-    "MSD110", "disconnected-cell", WARNING,
-    "cell or parameter not on the path to the loss",
-)
-SILENT_BROADCAST = Rule(
-    "MSD114", "silent-broadcast", ERROR,
-    "loss inputs broadcast to a larger shape",
-)
-
-RULES = (UNSAFE_DIVISION, LOSS_ACTIVATION_MISMATCH, DISCONNECTED_CELL, SILENT_BROADCAST)
-
 
 def _masked_mean_finding(s: DivisionSignal, m: MaskedMean) -> Finding:
     """A masked mean. Counted over the whole batch, the count is 0 only when nothing in the batch is valid (an
@@ -75,6 +53,13 @@ def _masked_mean_finding(s: DivisionSignal, m: MaskedMean) -> Finding:
     )
 
 
+UNSAFE_DIVISION = Rule(
+    "MSD106", "unsafe-division", WARNING,
+    "division whose denominator can be zero",
+)
+
+
+@UNSAFE_DIVISION.judge
 def division_findings(signals: list[DivisionSignal], config: DoctorConfig) -> list[Finding]:
     """MSD106: a division whose denominator can be zero and carries no epsilon."""
     return [
@@ -160,6 +145,13 @@ def loss_activation_findings(signal: OutputActivationSignal, config: DoctorConfi
     ]
 
 
+LOSS_ACTIVATION_MISMATCH = Rule(
+    "MSD107", "loss-activation-mismatch", ERROR,
+    "probabilities fed to a logits loss, or the reverse",
+)
+
+
+@LOSS_ACTIVATION_MISMATCH.judge
 def loss_input_findings(signals: list[OutputActivationSignal], config: DoctorConfig) -> list[Finding]:
     """MSD107 over everything one loss is handed: the first mismatch only, as one finding per loss (`ops.log(p)`
     and `ops.log(1 - p)` are one mistake)."""
@@ -167,6 +159,13 @@ def loss_input_findings(signals: list[OutputActivationSignal], config: DoctorCon
     return next(found, [])
 
 
+DISCONNECTED_CELL = Rule(
+    "MSD110", "disconnected-cell", WARNING,
+    "cell or parameter not on the path to the loss",
+)
+
+
+@DISCONNECTED_CELL.judge
 def disconnected_findings(signals: list[UnusedMemberSignal], config: DoctorConfig) -> list[Finding]:
     """MSD110: a cell or parameter defined on the network but never used on the path from construct."""
     return [
@@ -195,6 +194,13 @@ def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] |
     return tuple(out)
 
 
+SILENT_BROADCAST = Rule(
+    "MSD114", "silent-broadcast", ERROR,
+    "loss inputs broadcast to a larger shape",
+)
+
+
+@SILENT_BROADCAST.judge
 def broadcast_findings(signal: BroadcastSignal, config: DoctorConfig) -> list[Finding]:
     """MSD114: an elementwise loss whose output and label shapes broadcast to a larger shape."""
     out, label = tuple(signal.output_shape), tuple(signal.label_shape)
@@ -214,3 +220,6 @@ def broadcast_findings(signal: BroadcastSignal, config: DoctorConfig) -> list[Fi
             "before the loss.",
         )
     ]
+
+
+RULES = (UNSAFE_DIVISION, LOSS_ACTIVATION_MISMATCH, DISCONNECTED_CELL, SILENT_BROADCAST)

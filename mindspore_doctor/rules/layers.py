@@ -1,7 +1,8 @@
 """Rules on single layers: Dropout rates (MSD104), BatchNorm statistics mode (MSD105), Softmax axis (MSD113).
 
 Pure functions: the signals name the layer (``name``: a cell path, or ``Class.attr``
-in source mode) and where it is; no MindSpore object reaches this module.
+in source mode) and where it is; no MindSpore object reaches this module. MSD105's training part (cells left in
+eval mode while the network trains) is judged in ``rules/training``, which imports ``TRAIN_MODE_MISUSE`` from here.
 """
 from __future__ import annotations
 
@@ -14,34 +15,23 @@ from mindspore_doctor.rule import ERROR, Option, Rule, WARNING
 if TYPE_CHECKING:
     from mindspore_doctor.config import DoctorConfig
 
-# --- definitions: the options these rules read, and the rules ----------------------------------------
-
-MAX_DROP_RATE = Option(
-    "max_drop_rate", 0.5,
-    "MSD104: a Dropout dropping more than this fraction of its inputs is suspicious.",
-)
-
-DROPOUT_RATE_SUSPICIOUS = Rule(
-    "MSD104", "dropout-rate-suspicious", WARNING,
-    "Dropout drops more than half its inputs",
-    options=(MAX_DROP_RATE,),
-)
-TRAIN_MODE_MISUSE = Rule(
-    "MSD105", "train-mode-misuse", WARNING,
-    "train/eval mode wrong for the phase, or BatchNorm fixed against it",
-)
-SOFTMAX_WRONG_AXIS = Rule(
-    "MSD113", "softmax-wrong-axis", ERROR,
-    "Softmax over the batch axis",
-)
-
-RULES = (DROPOUT_RATE_SUSPICIOUS, TRAIN_MODE_MISUSE, SOFTMAX_WRONG_AXIS)
-
 
 def _pct(rate: float) -> str:
     return f"{rate * 100:.0f}"
 
 
+MAX_DROP_RATE = Option(
+    "max_drop_rate", 0.5,
+    "MSD104: a Dropout dropping more than this fraction of its inputs is suspicious.",
+)
+DROPOUT_RATE_SUSPICIOUS = Rule(
+    "MSD104", "dropout-rate-suspicious", WARNING,
+    "Dropout drops more than half its inputs",
+    options=(MAX_DROP_RATE,),
+)
+
+
+@DROPOUT_RATE_SUSPICIOUS.judge
 def dropout_findings(signals: list[DropoutSignal], config: DoctorConfig) -> list[Finding]:
     """MSD104: a Dropout that drops more than ``config.max_drop_rate`` of its inputs."""
     found = []
@@ -73,6 +63,13 @@ def dropout_findings(signals: list[DropoutSignal], config: DoctorConfig) -> list
     return found
 
 
+TRAIN_MODE_MISUSE = Rule(
+    "MSD105", "train-mode-misuse", WARNING,
+    "train/eval mode wrong for the phase, or BatchNorm fixed against it",
+)
+
+
+@TRAIN_MODE_MISUSE.judge
 def batchnorm_findings(signals: list[BatchNormSignal], config: DoctorConfig) -> list[Finding]:
     """MSD105 (static part): BatchNorm whose statistics source is fixed against the train/eval mode."""
     found = []
@@ -109,6 +106,13 @@ def _over_batch_axis(axis: int | tuple) -> bool:
     return axis == 0 or (isinstance(axis, tuple) and 0 in axis)
 
 
+SOFTMAX_WRONG_AXIS = Rule(
+    "MSD113", "softmax-wrong-axis", ERROR,
+    "Softmax over the batch axis",
+)
+
+
+@SOFTMAX_WRONG_AXIS.judge
 def softmax_axis_findings(signals: list[SoftmaxAxisSignal], config: DoctorConfig) -> list[Finding]:
     """MSD113: Softmax/LogSoftmax normalising over axis 0, the batch axis of an (N, C) head."""
     found = []
@@ -127,3 +131,6 @@ def softmax_axis_findings(signals: list[SoftmaxAxisSignal], config: DoctorConfig
             )
         )
     return found
+
+
+RULES = (DROPOUT_RATE_SUSPICIOUS, TRAIN_MODE_MISUSE, SOFTMAX_WRONG_AXIS)

@@ -1,8 +1,10 @@
 """``lint()``: run every static check over a network, its loss and its optimizer.
 
-Each check pairs what ``static/`` measures (``parameters``, ``layers``, ``graph``) with the rule of ``rules/``
-that judges it. ``CHECKS`` need MindSpore objects, ``SOURCE_CHECKS`` work on source text only (``msdoctor lint
---no-import``); ``mindspore_doctor.checks.run_checks`` runs them over a ``static.context.LintContext`` /
+Each rule of ``rules/`` (``parameters``, ``layers``, ``graph``) is paired with what ``static/`` measures for it:
+``MEASURED`` on MindSpore objects, ``SOURCE_MEASURED`` on source text only (``msdoctor lint --no-import``), both
+keyed by the Rule; the rule's own judging function (``Rule.judged_by``) judges the measurement. ``CHECK_RULES``
+groups the rules into the named checks; ``CHECKS`` and ``SOURCE_CHECKS`` are derived from these tables (a check's
+codes are its rules'), and ``mindspore_doctor.checks.run_checks`` runs them over a ``static.context.LintContext`` /
 ``SourceContext``.
 """
 from __future__ import annotations
@@ -11,76 +13,103 @@ import ast
 from pathlib import Path
 from typing import Any, Callable
 
-from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.checks import Check, run_checks, selector
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.findings import Finding, Report
-from mindspore_doctor.rules import graph as graph_rules
-from mindspore_doctor.rules import layers as layer_rules
-from mindspore_doctor.rules import parameters as rules
-from mindspore_doctor.static import graph, layers, parameters
+from mindspore_doctor.rule import CHECK_SKIPPED, Rule
+from mindspore_doctor.rules.graph import (
+    DISCONNECTED_CELL,
+    LOSS_ACTIVATION_MISMATCH,
+    SILENT_BROADCAST,
+    UNSAFE_DIVISION,
+)
+from mindspore_doctor.rules.layers import DROPOUT_RATE_SUSPICIOUS, SOFTMAX_WRONG_AXIS, TRAIN_MODE_MISUSE
+from mindspore_doctor.rules.parameters import (
+    FOREIGN_OPTIMIZER_PARAMETER,
+    FROZEN_PARAMETER,
+    LEARNING_RATE_OUT_OF_RANGE,
+    LOSS_SCALE_MISCONFIGURED,
+    POOR_INITIALIZATION,
+    SHARED_PARAMETER,
+    WEIGHT_DECAY_OUT_OF_RANGE,
+    ZERO_INITIALIZED_WEIGHT,
+)
+from mindspore_doctor.static import graph, layers, optimizer_settings, parameters
 from mindspore_doctor.static.context import LintContext, SourceContext
 from mindspore_doctor.static.source import drop_suppressed, resolve_sources
 
 
-Judge = Callable[[Any, DoctorConfig], list[Finding]]
+Measure = Callable[[Any], tuple[Any, list[Finding]]]
+"""What a check reads for one rule: ``(signal, MSD002 findings for what it could not read)``; a signal of None
+means nothing to judge."""
 
 
-def _judged(measure: Callable[[Any], Any], judge: Judge) -> Callable[[Any], list[Finding]]:
-    """A check that judges what ``measure`` returns (nothing to judge: None)."""
+def _alone(measure: Callable[[Any], Any]) -> Measure:
+    """A measurement that returns its signal alone (None: nothing to judge), nothing it could not read."""
+    return lambda ctx: (measure(ctx), [])
+
+
+MEASURED: dict[Rule, Measure] = {
+    SHARED_PARAMETER: _alone(parameters.param_signals),
+    FROZEN_PARAMETER: _alone(parameters.param_signals),
+    FOREIGN_OPTIMIZER_PARAMETER: _alone(optimizer_settings.optimizer_signal),
+    ZERO_INITIALIZED_WEIGHT: _alone(parameters.param_signals),
+    POOR_INITIALIZATION: _alone(parameters.param_signals),
+    LEARNING_RATE_OUT_OF_RANGE: _alone(optimizer_settings.learning_rate_signal),
+    WEIGHT_DECAY_OUT_OF_RANGE: _alone(optimizer_settings.weight_decay_signal),
+    LOSS_SCALE_MISCONFIGURED: _alone(optimizer_settings.loss_scale_signal),
+    DROPOUT_RATE_SUSPICIOUS: layers.dropout_signals,
+    TRAIN_MODE_MISUSE: _alone(layers.batchnorm_signals),
+    SOFTMAX_WRONG_AXIS: layers.softmax_axis_signals,
+    UNSAFE_DIVISION: graph.division_signals,
+    LOSS_ACTIVATION_MISMATCH: _alone(graph.output_activation_signals),
+    DISCONNECTED_CELL: graph.unused_member_signals,
+    SILENT_BROADCAST: _alone(graph.broadcast_signal),
+}
+"""What each rule judges on the network, loss and optimizer (``parameters.param_signals`` is measured once per lint
+and shared)."""
+
+SOURCE_MEASURED: dict[Rule, Measure] = {
+    DROPOUT_RATE_SUSPICIOUS: _alone(layers.dropout_source_signals),
+    TRAIN_MODE_MISUSE: _alone(layers.batchnorm_source_signals),
+    SOFTMAX_WRONG_AXIS: _alone(layers.softmax_axis_source_signals),
+    UNSAFE_DIVISION: _alone(graph.division_source_signals),
+    DISCONNECTED_CELL: graph.unused_member_source_signals,
+}
+"""What each rule that can judge source text alone judges there."""
+
+CHECK_RULES: dict[str, tuple[Rule, ...]] = {
+    "parameter-ownership": (SHARED_PARAMETER, FROZEN_PARAMETER, FOREIGN_OPTIMIZER_PARAMETER),
+    "initialization": (ZERO_INITIALIZED_WEIGHT, POOR_INITIALIZATION),
+    "learning-rate": (LEARNING_RATE_OUT_OF_RANGE,),
+    "weight-decay": (WEIGHT_DECAY_OUT_OF_RANGE,),
+    "loss-scale": (LOSS_SCALE_MISCONFIGURED,),
+    "dropout-rate": (DROPOUT_RATE_SUSPICIOUS,),
+    "batchnorm-statistics": (TRAIN_MODE_MISUSE,),
+    "softmax-axis": (SOFTMAX_WRONG_AXIS,),
+    "unsafe-division": (UNSAFE_DIVISION,),
+    "loss-activation": (LOSS_ACTIVATION_MISMATCH,),
+    "disconnected-cell": (DISCONNECTED_CELL,),
+    "silent-broadcast": (SILENT_BROADCAST,),
+}
+"""The named checks (MSD001/MSD002 name them) and the rules each judges, in the order they run: one check's
+findings come rule by rule, each rule's MSD002 findings after its own."""
+
+
+def _check(name: str, judged: tuple[Rule, ...], measured: dict[Rule, Measure]) -> Check:
+    """The check ``name``: each of its rules judges what ``measured`` reads for it."""
     def run(ctx: Any) -> list[Finding]:
-        signal = measure(ctx)
-        return [] if signal is None else judge(signal, ctx.config)
-    return run
+        found: list[Finding] = []
+        for rule in judged:
+            signal, skipped = measured[rule](ctx)
+            found += ([] if signal is None else rule.judged_by(signal, ctx.config)) + skipped
+        return found
+    return Check(name, tuple(rule.code for rule in judged), run)
 
 
-def _judged_with_skips(measure: Callable[[Any], Any], judge: Judge) -> Callable[[Any], list[Finding]]:
-    """A check whose ``measure`` returns ``(signals, MSD002 findings for what it could not read)``."""
-    def run(ctx: Any) -> list[Finding]:
-        signals, skipped = measure(ctx)
-        return judge(signals, ctx.config) + skipped
-    return run
-
-
-def _ownership(ctx: LintContext) -> list[Finding]:
-    params = parameters.param_signals(ctx)
-    found = rules.shared_parameter(params, ctx.config) + rules.frozen_parameter(params, ctx.config)
-    optimizer = parameters.optimizer_signal(ctx)
-    if optimizer is not None:
-        found += rules.foreign_optimizer_parameter(optimizer, ctx.config)
-    return found
-
-
-def _initialization(ctx: LintContext) -> list[Finding]:
-    params = parameters.param_signals(ctx)
-    return rules.zero_initialized_weight(params, ctx.config) + rules.poor_initialization(params, ctx.config)
-
-
-CHECKS = [
-    Check("parameter-ownership", ("MSD101", "MSD102", "MSD103"), _ownership),
-    Check("initialization", ("MSD108", "MSD109"), _initialization),
-    Check("learning-rate", ("MSD111",), _judged(parameters.learning_rate_signal, rules.learning_rate_out_of_range)),
-    Check("weight-decay", ("MSD116",), _judged(parameters.weight_decay_signal, rules.weight_decay_out_of_range)),
-    Check("loss-scale", ("MSD112",), _judged(parameters.loss_scale_signal, rules.loss_scale_misconfigured)),
-    Check("dropout-rate", ("MSD104",), _judged_with_skips(layers.dropout_signals, layer_rules.dropout_findings)),
-    Check("batchnorm-statistics", ("MSD105",), _judged(layers.batchnorm_signals, layer_rules.batchnorm_findings)),
-    Check("softmax-axis", ("MSD113",),
-          _judged_with_skips(layers.softmax_axis_signals, layer_rules.softmax_axis_findings)),
-    Check("unsafe-division", ("MSD106",), _judged_with_skips(graph.division_signals, graph_rules.division_findings)),
-    Check("loss-activation", ("MSD107",), _judged(graph.output_activation_signals, graph_rules.loss_input_findings)),
-    Check("disconnected-cell", ("MSD110",),
-          _judged_with_skips(graph.unused_member_signals, graph_rules.disconnected_findings)),
-    Check("silent-broadcast", ("MSD114",), _judged(graph.broadcast_signal, graph_rules.broadcast_findings)),
-]
-SOURCE_CHECKS = [
-    Check("dropout-rate", ("MSD104",), _judged(layers.dropout_source_signals, layer_rules.dropout_findings)),
-    Check("batchnorm-statistics", ("MSD105",),
-          _judged(layers.batchnorm_source_signals, layer_rules.batchnorm_findings)),
-    Check("softmax-axis", ("MSD113",), _judged(layers.softmax_axis_source_signals, layer_rules.softmax_axis_findings)),
-    Check("unsafe-division", ("MSD106",), _judged(graph.division_source_signals, graph_rules.division_findings)),
-    Check("disconnected-cell", ("MSD110",),
-          _judged_with_skips(graph.unused_member_source_signals, graph_rules.disconnected_findings)),
-]
+CHECKS = [_check(name, judged, MEASURED) for name, judged in CHECK_RULES.items()]
+SOURCE_CHECKS = [_check(name, judged, SOURCE_MEASURED) for name, judged in CHECK_RULES.items()
+                 if all(rule in SOURCE_MEASURED for rule in judged)]
 
 
 def _report(findings: list[Finding], config: DoctorConfig, **meta: Any) -> Report:
@@ -122,8 +151,7 @@ def lint_source(path: str | Path, **options: Any) -> Report:
     object_only = sorted(code for check in CHECKS for code in check.codes if code not in source_codes and wanted(code))
     if object_only:
         findings.append(
-            make_finding(
-                "MSD002",
+            CHECK_SKIPPED.finding(
                 f"source-only lint: {len(object_only)} rule(s) need the built network, loss and optimizer "
                 "and were not run: " + ", ".join(object_only),
                 location={"check": "no-import"},

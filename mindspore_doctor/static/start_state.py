@@ -8,7 +8,7 @@ cheapest first; the first that shows training decides:
    a second ``model.train`` call, a reused Doctor, a trained backbone under a new head);
 2. the optimizer has stepped: its step counter (``global_step``, ``state_step``) is above 0, or a state slot
    (moments, accumulators) holds values that are not all equal, as gradients leave them;
-3. a parameter is not at its initialisation (``static/parameters.py``, as for MSD102): a normalisation scale or
+3. a parameter is not at its initialisation (``static/param_origin.py``, as for MSD102): a normalisation scale or
    shift that is not constant, a uniform-shaped weight past its init bound;
 4. a trainable weight whose rows (units) or columns (inputs) differ in size far beyond chance: every MindSpore
    initializer draws each value alike and independently, training makes some units and inputs matter more.
@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from mindspore_doctor.signals import StartState
-from mindspore_doctor.static.parameters import ParameterStart, host_array, parameter_starts
+from mindspore_doctor.static.param_origin import ParameterStart, parameter_starts
+from mindspore_doctor.static.param_values import host_array
 from mindspore_doctor.static.signals import NORM_BETA, NORM_GAMMA, WEIGHT
 
 _SAMPLE = 16384
