@@ -9,6 +9,7 @@ from mindspore import nn
 from mindspore.train import Model
 
 from mindspore_doctor import Doctor
+from mindspore_doctor.probes import instrument
 from mindspore_doctor.probes.instrument import (
     SAMPLE_COLS,
     SAMPLE_PAD,
@@ -16,6 +17,7 @@ from mindspore_doctor.probes.instrument import (
     Instrumentation,
     activation_stats,
 )
+from mindspore_doctor.signals import StepSignals
 
 # --- statistics from a sample (numpy only) -------------------------------------------------------
 
@@ -203,11 +205,16 @@ def test_every_optimizer_trains_bitwise_the_same_and_is_probed(name):
     assert all(len(s.grad_rms) == 4 and all(v > 0 for v in s.grad_rms.values()) for s in probed)
 
 
-def test_gradient_sums_are_those_of_the_step_that_was_probed():
+@pytest.mark.parametrize("every_step", [True, False], ids=["sums-every-step", "switched"])
+def test_gradient_sums_are_those_of_the_step_that_was_probed(every_step, monkeypatch):
+    """Read after the probed step, as the Doctor does: with the switch (a large network) or with the sums on every
+    step (a small one, ``SUMS_EVERY_STEP_ELEMENTS``)."""
+    monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 16 if every_step else 0)
     net = TinyMLP()
     cell = _train_cell(net)
     loss_net = cell.network
     instrumentation = Instrumentation(net, cell.optimizer)
+    assert instrumentation.sums_every_step is every_step
     rng = np.random.default_rng(1)
     x = ms.Tensor(rng.standard_normal((16, 8)).astype(np.float32))
     label = ms.Tensor(rng.integers(0, 2, 16).astype(np.int32))
@@ -217,8 +224,14 @@ def test_gradient_sums_are_those_of_the_step_that_was_probed():
                         for g in ms.grad(loss_net, grad_position=None, weights=cell.weights)(x, label)]
         instrumentation.set_probing(probing)
         cell(x, label)
-    np.testing.assert_allclose(instrumentation.grad_sums.asnumpy(), expected, rtol=1e-5)
-    assert instrumentation.optimizer_calls == 1
+        if probing:
+            signals = StepSignals(step=2)
+            instrumentation.read_into(signals)
+            got = instrumentation.grad_sums.asnumpy().copy()  # asnumpy is a view of the buffer on CPU
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    np.testing.assert_allclose([signals.grad_norm[n] ** 2 / 2 for n in instrumentation.parameter_names], expected,
+                               rtol=1e-5)
+    assert instrumentation.optimizer_calls == (3 if every_step else 1)
     instrumentation.restore()
 
 

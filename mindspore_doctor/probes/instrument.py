@@ -9,7 +9,8 @@ How it works (see docs/doctor.md, "How the probes work"):
   calls the real one and, on probe steps only, also reduces each gradient to
   one sum. "Probe step" is a bool ``Parameter`` the host writes in place, read
   by an ``if`` the graph compiles as control flow: the reductions cost nothing
-  on the other steps. Every training style hands its gradients to
+  on the other steps, the control flow a fixed amount; a small network's
+  reductions cost less than that, and run on every step instead. Every training style hands its gradients to
   ``optimizer(grads)`` — ``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``,
   a user's own cell, a ``value_and_grad`` step under ``@ms.jit`` or in
   PyNative — so one probe fits them all.
@@ -54,6 +55,11 @@ from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationS
 # The update is measured on at most this many evenly strided elements per parameter (exact below it):
 # a host copy of every weight would cost as much memory as the in-graph snapshot it replaces.
 UPDATE_SAMPLE = 1 << 16
+# An ``if`` on a Parameter inside a compiled step is control flow, which costs every step whichever branch runs:
+# ~90 us on MindSpore 2.10 CPU (a 64-128-64-10 MLP: 140 us of probes per step with it, 46 us computing the sums on
+# every step without it). Below this many optimizer parameter elements in GRAPH mode the sums run on every step
+# instead (their cost grows with the elements; the switch's does not).
+SUMS_EVERY_STEP_ELEMENTS = 1 << 16
 _CHUNK = 1 << 18  # float64 scratch, in elements, for the host sums
 
 # The activation sample: the first SAMPLE_ROWS samples of the batch (axis 0) x SAMPLE_COLS units (output
@@ -106,6 +112,15 @@ def _grad_sums_one(read, grad):
 _map = C.HyperMap()
 
 
+def _written(buffer: Parameter, value: Any, counter: Parameter, count: Any) -> Any:
+    """Write the sums and the counter; what the step must depend on."""
+    return F.depend(ops.assign(counter, count), ops.assign(buffer, value))
+
+
+def _optimizer_sums(self, gradients):
+    return ops.stack(_map(_grad_sums, self._msd_read, gradients))
+
+
 def _optimizer_probe(self, gradients, *args, **kwargs):
     """The probed optimizer's ``construct``: the user's, then, on probe steps (``_msd_probing`` holds True),
     Σg²/2 of each gradient. The gradients are a named parameter, as in the optimizers' own ``construct``: a
@@ -114,12 +129,18 @@ def _optimizer_probe(self, gradients, *args, **kwargs):
     # Both branches return values that two unconditional assigns write: with the assigns inside the branch,
     # MindSpore 2.10 dropped them after AdamWeightDecay (tests/test_probes.py, every optimizer).
     if self._msd_probing:
-        sums, calls = ops.stack(_map(_grad_sums, self._msd_read, gradients)), self._msd_calls + 1  # calls: the optimizer ran
+        sums, calls = _optimizer_sums(self, gradients), self._msd_calls + 1  # calls: the optimizer ran
     else:
         sums, calls = self._msd_grad_sums, self._msd_calls
-    written = ops.assign(self._msd_grad_sums, sums)
-    written = F.depend(ops.assign(self._msd_calls, calls), written)
-    return F.depend(done, written)
+    return F.depend(done, _written(self._msd_grad_sums, sums, self._msd_calls, calls))
+
+
+def _optimizer_probe_every_step(self, gradients, *args, **kwargs):
+    """``_optimizer_probe`` without the switch, for small networks: the sums on every step cost less than the
+    control flow of an ``if`` on a Parameter (see ``SUMS_EVERY_STEP_ELEMENTS``)."""
+    done = self._msd_inner(gradients, *args, **kwargs)
+    return F.depend(done, _written(self._msd_grad_sums, _optimizer_sums(self, gradients), self._msd_calls,
+                                   self._msd_calls + 1))
 
 
 @_grad_sums.register("Tensor", "Bool", "Tensor", "Tensor")
@@ -128,6 +149,13 @@ def _decayed_grad_sums_one(weight_decay, decays, weight, decayed):
     if decays:
         return _half_square_sum(_f32(decayed - weight * F.cast(weight_decay, F.dtype(weight))))
     return ops.zeros((), ms.float32)
+
+
+def _decayed_sums(self, decayed):
+    weight_decay = self.get_weight_decay()
+    if self.is_group:
+        return ops.stack(_map(_grad_sums, weight_decay, self.decay_flags, self._parameters, decayed))
+    return ops.stack(_map(F.partial(_grad_sums, weight_decay), self.decay_flags, self._parameters, decayed))
 
 
 def _decay_probe(self, gradients):
@@ -140,17 +168,17 @@ def _decay_probe(self, gradients):
     the last bit (MindSpore 2.10 CPU). Reading the decay's own output leaves that merge alone."""
     decayed = self._msd_decay_weight(gradients)
     if self._msd_probing:
-        weight_decay = self.get_weight_decay()
-        if self.is_group:
-            sums = _map(_grad_sums, weight_decay, self.decay_flags, self._parameters, decayed)
-        else:
-            sums = _map(F.partial(_grad_sums, weight_decay), self.decay_flags, self._parameters, decayed)
-        sums, calls = ops.stack(sums), self._msd_decay_calls + 1
+        sums, calls = _decayed_sums(self, decayed), self._msd_decay_calls + 1
     else:
         sums, calls = self._msd_decay_sums, self._msd_decay_calls
-    written = ops.assign(self._msd_decay_sums, sums)
-    written = F.depend(ops.assign(self._msd_decay_calls, calls), written)
-    return F.depend(decayed, written)
+    return F.depend(decayed, _written(self._msd_decay_sums, sums, self._msd_decay_calls, calls))
+
+
+def _decay_probe_every_step(self, gradients):
+    """``_decay_probe`` without the switch (see ``_optimizer_probe_every_step``)."""
+    decayed = self._msd_decay_weight(gradients)
+    return F.depend(decayed, _written(self._msd_decay_sums, _decayed_sums(self, decayed), self._msd_decay_calls,
+                                      self._msd_decay_calls + 1))
 
 
 def _output_sample(a):
@@ -322,9 +350,12 @@ class Instrumentation:
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = ms.get_context("mode") == ms.GRAPH_MODE
+        self.sums_every_step = self._sample_every_step and (
+            sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS)
+        """The optimizer's probe sums the gradients on every step, without a switch (``SUMS_EVERY_STEP_ELEMENTS``)."""
         self._undo: list[Callable[[], None]] = []
         self._probing = False
-        self._last_calls = self._last_decay_calls = 0
+        self._calls_before = (0, 0)
         self._weights_before: list[np.ndarray] | None = None
         try:
             self._install()
@@ -343,12 +374,13 @@ class Instrumentation:
 
     @property
     def optimizer_calls(self) -> int:
-        """Probe steps on which the optimizer ran."""
+        """Runs of the optimizer the probe counted: on probe steps, or on every step (``sums_every_step``)."""
         return int(self.optimizer._msd_calls.asnumpy()[0])  # pylint: disable=protected-access
 
     @property
     def decay_calls(self) -> int:
-        """Probe steps on which the optimizer's ``decay_weight`` ran (0 when it is not probed)."""
+        """Runs of the optimizer's ``decay_weight`` the probe counted, as ``optimizer_calls`` (0 when it is not
+        probed)."""
         calls = getattr(self.optimizer, "_msd_decay_calls", None)
         return 0 if calls is None else int(calls.asnumpy()[0])
 
@@ -369,7 +401,10 @@ class Instrumentation:
 
     def _install(self) -> None:
         optimizer, count, at_decay = self.optimizer, len(self.optimizer.parameters), bool(self._read_at_decay)
-        self._swap("optimizer", optimizer, _optimizer_probe, lambda: {
+        every_step = self.sums_every_step
+        probe, decay_probe = ((_optimizer_probe_every_step, _decay_probe_every_step) if every_step else
+                              (_optimizer_probe, _decay_probe))
+        self._swap("optimizer", optimizer, probe, lambda: {
             "_msd_probing": free_parameter(np.array(False)),
             "_msd_grad_sums": free_parameter(np.zeros(count, np.float32)),
             "_msd_calls": free_parameter(np.zeros(1, np.int32)),
@@ -377,11 +412,8 @@ class Instrumentation:
                                for name in self.parameter_names),
             **({"_msd_decay_sums": free_parameter(np.zeros(count, np.float32)),
                 "_msd_decay_calls": free_parameter(np.zeros(1, np.int32))} if at_decay else {}),
-        }, check=_gradients_first, extra={"decay_weight": _decay_probe,
+        }, check=_gradients_first, extra={"decay_weight": decay_probe,
                                           "_msd_decay_weight": nn.Optimizer.decay_weight} if at_decay else None)
-        if self.optimizer_probed:
-            # a run before this one may have counted
-            self._last_calls, self._last_decay_calls = self.optimizer_calls, self.decay_calls
         for path, cell in list(self.activations.items()):
             if not self._swap(path, cell, _activation_probe, lambda c=cell: {
                 "_msd_sample": free_parameter(_EMPTY_SAMPLE.asnumpy()),
@@ -400,6 +432,8 @@ class Instrumentation:
         parameters = self.optimizer_probed
         self._weights_before = ([_update_sample(p).copy() for p in self.optimizer.parameters]
                                 if probing and parameters else None)
+        if probing and parameters:  # the counters say whether the optimizer (and its decay) ran on the probe step
+            self._calls_before = (self.optimizer_calls, self.decay_calls)
         if probing == self._probing:
             return
         self._probing = probing
@@ -416,13 +450,11 @@ class Instrumentation:
         optimizer did not run (e.g. loss-scale overflow). Returns the update samples (``w_after - w_before``,
         strided as in ``_update_sample``) of the parameters named in ``updates_of``, for histograms."""
         before, self._weights_before = self._weights_before, None
-        calls = self.optimizer_calls if before is not None else self._last_calls
         updates: dict[str, np.ndarray] = {}
-        if calls != self._last_calls and before is not None:
-            self._last_calls = calls
-            decay_calls, self._last_decay_calls = self._last_decay_calls, self.decay_calls
+        if before is not None and self.optimizer_calls != self._calls_before[0]:
+            decay_read = self.decay_calls != self._calls_before[1]
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/Inf are signals here
-                self._read_parameters(before, signals, decay_read=self._last_decay_calls != decay_calls)
+                self._read_parameters(before, signals, decay_read=decay_read)
                 updates = {name: _update_sample(weight) - before[i] for i, (name, weight)
                            in enumerate(zip(self.parameter_names, self.optimizer.parameters)) if name in updates_of}
         for order, (path, cell) in enumerate(self.activations.items()):
