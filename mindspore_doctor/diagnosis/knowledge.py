@@ -77,6 +77,7 @@ CAUSES: tuple[Cause, ...] = (
             S("MSD111", 3, "evidence_above_range", "lr", key=True),
             S("MSD208", 2, key=True),
             S("MSD201", 1.5, "step_after", 3, key=True),
+            S("MSD117", 2),  # momentum >= 1 or > 0.99: each step is lr/(1-m); speaks for overshoot, not a key
             S("MSD212", 0.5),
             S("MSD206", 0.5),
             S("MSD301", -4),

@@ -26,7 +26,7 @@ def rate_groups(optimizer: Any) -> tuple[list[Any], list[int]]:
     """An ``nn.Optimizer``'s learning-rate groups as it holds them: its distinct rate objects (a Parameter, a
     per-step list, a schedule cell), first use first, and each parameter's group. It holds one rate object per
     parameter, shared within a group, so identity groups them; nothing is read or advanced. The one reading of the
-    groups for the training probe (``learning_rates``) and lint's MSD111 (``static/parameters._lr_groups``)."""
+    groups for the training probe (``learning_rates``) and lint's MSD111 (``static/optimizer_settings._lr_groups``)."""
     rates = (list(optimizer.learning_rate) if getattr(optimizer, "is_group_lr", False)
              else [optimizer.learning_rate] * len(optimizer.parameters))
     index: dict[int, int] = {}  # id(rate object) -> group

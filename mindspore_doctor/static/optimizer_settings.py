@@ -1,5 +1,5 @@
-"""Probe for the optimizer and the train cell (MSD103, 111, 112, 116): which parameters the optimizer holds, its
-learning rate and weight decay per parameter group, and the loss scaling of the train cell around it.
+"""Probe for the optimizer and the train cell (MSD103, 111, 112, 116, 117): which parameters the optimizer holds,
+its learning rate, weight decay and momentum per parameter group, and the loss scaling of the train cell around it.
 
 Turns them into the plain signals of ``static/signals.py`` (``OptimizerSignal``, ``LossScaleSignal``) that the
 rules of ``rules/parameters/`` judge.
@@ -21,6 +21,7 @@ from mindspore_doctor.static.signals import (
     DecayGroup,
     LossScaleSignal,
     LrGroup,
+    MomentumGroup,
     OptimizerSignal,
 )
 
@@ -218,3 +219,41 @@ def weight_decay_signal(ctx: LintContext) -> OptimizerSignal | None:
     if family is None:
         raise CheckSkipped(f"no usual weight-decay range is known for {type(optimizer).__name__}")
     return OptimizerSignal(cls=type(optimizer).__name__, family=family, decay_groups=groups)
+
+
+def _momentum_value(value: Any) -> float | None:
+    """A momentum as a number: a float/int/bool (``mint.optim.SGD(momentum=True)`` is 1), or a one-element Tensor or
+    Parameter (``nn.Momentum``/``nn.SGD`` keep it as the Parameter ``momentum``); None for anything else."""
+    from mindspore import Tensor
+
+    if isinstance(value, (bool, int, float, np.number)):
+        return float(value)
+    if isinstance(value, Tensor) and value.size == 1:  # float32: 0.995 is read as 0.99500000476..., shown as 0.995
+        return float(f"{float(value.asnumpy().reshape(())):.7g}")
+    return None
+
+
+def _momentum_groups(optimizer: Any) -> tuple[MomentumGroup, ...]:
+    """The momentum per parameter group where the optimizer keeps it: ``param_groups[i]["momentum"]``
+    (``mint.optim``/``mindspore.experimental.optim``), else its ``momentum`` attribute (one value for all)."""
+    if hasattr(optimizer, "param_groups"):
+        groups = [(g.get("momentum"), g.get("params", ())) for g in optimizer.param_groups]
+    else:
+        groups = [(getattr(optimizer, "momentum", None), optimizer.parameters)]
+    found = []
+    for index, (momentum, params) in enumerate(groups):
+        value = _momentum_value(momentum)
+        if value is not None:
+            found.append(MomentumGroup(_label(index, len(groups)), value, tuple(p.name for p in params)))
+    return tuple(found)
+
+
+def momentum_signal(ctx: LintContext) -> OptimizerSignal | None:
+    """The optimizer's momentum per parameter group (MSD117); None without an optimizer or one with no momentum
+    (the Adam family: MindSpore range-checks its betas itself)."""
+    optimizer = lint_optimizer(ctx)
+    if optimizer is None:
+        return None
+    family, owner = _family(optimizer)  # LARS: the momentum is the wrapped optimizer's
+    groups = _momentum_groups(owner)
+    return OptimizerSignal(cls=type(owner).__name__, family=family, momentum_groups=groups) if groups else None

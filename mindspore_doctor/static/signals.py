@@ -42,7 +42,7 @@ RESIDUAL = "residual"
 """The output is added to another path (a skip connection), which carries the signal on."""
 
 
-# --- parameters and the optimizer (rules/parameters.py) ---
+# --- parameters and the optimizer (rules/parameters/) ---
 
 @dataclass(frozen=True)
 class ParamSignal:
@@ -142,12 +142,23 @@ class DecayGroup:
 
 
 @dataclass(frozen=True)
+class MomentumGroup:
+    """The momentum (heavy-ball coefficient) the optimizer applies to one parameter group."""
+
+    label: str
+    """"group i" (``param_groups[i]``) when the optimizer has several groups, else ""."""
+    value: float
+    parameters: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class OptimizerSignal:
     cls: str
     family: str | None
     """"sgd" (SGD, Momentum, LARS over them), "adam" (Adam, AdamW, Lamb, ...) or None."""
     lr_groups: tuple[LrGroup, ...] = ()
     decay_groups: tuple[DecayGroup, ...] = ()
+    momentum_groups: tuple[MomentumGroup, ...] = ()
     foreign: tuple[str, ...] = ()
     """Names of optimizer parameters that are not objects of the network."""
     foreign_same_name: tuple[str, ...] = ()

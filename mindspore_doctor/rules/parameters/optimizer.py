@@ -1,4 +1,5 @@
-"""The optimizer's hyperparameters: learning rate (MSD111), loss scale (MSD112), weight decay (MSD116).
+"""The optimizer's hyperparameters: learning rate (MSD111), loss scale (MSD112), weight decay (MSD116), momentum
+(MSD117).
 
 Pure functions of the plain signals of ``static/optimizer_settings.py`` (``OptimizerSignal``, ``LossScaleSignal``)
 and ``DoctorConfig``.
@@ -9,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from mindspore_doctor.findings import Finding, Severity
-from mindspore_doctor.rule import Option, Rule, WARNING
+from mindspore_doctor.rule import ERROR, Option, Rule, WARNING
 from mindspore_doctor.rules.parameters.wording import cell_text
 from mindspore_doctor.static.signals import LossScaleSignal, OptimizerSignal
 
@@ -198,5 +199,52 @@ def weight_decay_out_of_range(opt: OptimizerSignal, config: DoctorConfig) -> lis
                 evidence={**evidence, "norm_or_bias": list(group.norm_or_bias)},
                 suggestion="Put BatchNorm/LayerNorm and bias parameters in a group with `'weight_decay': 0.0` "
                 "(mindcv: `weight_decay_filter='norm_and_bias'`), or lower the decay.",
+            ))
+    return found
+
+
+MAX_MOMENTUM = Option(
+    "max_momentum", 0.99,
+    "MSD117: a momentum above this (and below 1) is a warning: the heavy-ball step is 1/(1-m) times the learning "
+    "rate, 100x at 0.99 (usual range 0.8 to 0.99); 1 and above is an error.",
+)
+MOMENTUM_OUT_OF_RANGE = Rule(
+    "MSD117", "momentum-out-of-range", ERROR,
+    "momentum of 1 or more (the updates never settle), or above the usual range",
+    options=(MAX_MOMENTUM,),
+)
+
+
+@MOMENTUM_OUT_OF_RANGE.judge
+def momentum_out_of_range(opt: OptimizerSignal, config: DoctorConfig) -> list[Finding]:
+    """MSD117: a group's momentum of 1 or more (error: the updates never settle), or above ``max_momentum``
+    (warning: each step is 1/(1-m) times the learning rate)."""
+    found = []
+    for group in opt.momentum_groups:
+        m = group.value
+        if not (m >= 1.0 or m > config.max_momentum):  # a NaN momentum is neither: not judged
+            continue
+        of = _group_of(group.label, group.parameters)
+        evidence = {"momentum": m, "max_momentum": config.max_momentum, "parameters": list(group.parameters)}
+        location = {"optimizer": opt.cls, "group": group.label or None}
+        if m >= 1.0:
+            grows = "never decays" if m == 1.0 else f"grows {m!r}x every step"
+            found.append(MOMENTUM_OUT_OF_RANGE.finding(
+                f"`{opt.cls}`{of} has momentum={m!r} (1 or more): the velocity {grows}, so every update adds all "
+                f"past gradients{', amplified,' if m > 1.0 else ''} and the weights diverge.",
+                location=location, evidence={**evidence, "limit": 1.0},
+                suggestion="Use momentum=0.9 (MindSpore's usual value; 0.8 to 0.99 is the usual range): a momentum "
+                "below 1 lets old gradients fade.",
+            ))
+        else:
+            factor = 1.0 / (1.0 - m)
+            found.append(MOMENTUM_OUT_OF_RANGE.finding(
+                f"`{opt.cls}`{of} has momentum={m!r}, above `max_momentum` {config.max_momentum:g}: the "
+                f"heavy-ball step is 1/(1-m) = {factor:.0f}x the learning rate ({factor / 10:.0f}x that of the usual "
+                "0.9), so a learning rate tuned for 0.9 overshoots.",
+                location=location, evidence={**evidence, "limit": config.max_momentum, "step_factor": factor},
+                suggestion=f"Use momentum=0.9, or divide the learning rate by {factor / 10:.0f}; raise `max_momentum` "
+                "if this value is deliberate.",
+                severity=Severity.WARNING,
             ))
     return found
