@@ -83,7 +83,9 @@ def test_the_wheel_ships_every_rule_page(built):
 def test_msdoctor_rule_prints_the_installed_page(built):
     _, installed = built
     out = _run_installed(installed, str(installed / "bin" / "msdoctor"), "rule", "MSD104")
-    assert out.strip() == (ROOT / "docs" / "rules" / "MSD104.md").read_text(encoding="utf-8").strip()
+    page, options = out.split("\n## Options", 1)  # the page, then the options its definition reads
+    assert page.strip() == (ROOT / "docs" / "rules" / "MSD104.md").read_text(encoding="utf-8").strip()
+    assert "`max_drop_rate` = 0.5" in options
 
 
 def test_report_links_resolve_to_the_installed_page(built):

@@ -43,7 +43,10 @@ def split_outputs(outputs: Any) -> tuple[Any, Any, Any]:
 
 
 def host_scalar(value: Any) -> float:
-    return float(np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value, dtype=np.float64).mean())
+    """The value as a Python float; the mean of a tensor of several (a loss the step did not reduce)."""
+    array = np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value)
+    # One element (every reduced loss): float() of it is exact, as the float64 mean is, and ~20 us cheaper per step.
+    return float(array.reshape(-1)[0]) if array.size == 1 else float(np.asarray(array, dtype=np.float64).mean())
 
 
 class StepLossReader:
