@@ -107,3 +107,16 @@ def test_the_momentum_check_runs_in_lint():
 
     assert CHECK_RULES["momentum"] == (MOMENTUM_OUT_OF_RANGE,)
     assert ("momentum", ("MSD117",)) in [(c.name, c.codes) for c in CHECKS]
+
+
+def test_the_diagnosis_names_the_momentum_not_the_learning_rate():
+    """With MSD117 beside the divergence it causes, the ranked cause is the momentum: a lower learning rate does not
+    help at momentum 1."""
+    from mindspore_doctor.catalog import rule
+    from mindspore_doctor.diagnosis import diagnose
+
+    net = Net()
+    found = msd117(net, nn.Momentum(net.trainable_params(), 0.01, 1.0))
+    diverging = rule("MSD202").finding("The loss diverges.", step=30)
+    assert diagnose(found + [diverging]).top.id == "momentum-too-high"
+    assert diagnose([diverging]).top.id == "learning-rate-too-high"

@@ -77,7 +77,6 @@ CAUSES: tuple[Cause, ...] = (
             S("MSD111", 3, "evidence_above_range", "lr", key=True),
             S("MSD208", 2, key=True),
             S("MSD201", 1.5, "step_after", 3, key=True),
-            S("MSD117", 2),  # momentum >= 1 or > 0.99: each step is lr/(1-m); speaks for overshoot, not a key
             S("MSD212", 0.5),
             S("MSD206", 0.5),
             S("MSD301", -4),
@@ -87,6 +86,22 @@ CAUSES: tuple[Cause, ...] = (
         ("Lower the learning rate 10x, or use the one `sanity()`'s range test suggests.",
          "Add a warm-up and clip gradients (ops.clip_by_global_norm).",
          "With Momentum, lower the momentum; or increase the batch size."),
+    ),
+    Cause(
+        "momentum-too-high", "Momentum too high", HYPERPARAMETERS,
+        "The optimizer's momentum is 1 or more (the velocity never decays) or close to it: each step moves "
+        "lr/(1-m) on average, and the loss oscillates or diverges whatever the learning rate.",
+        (
+            S("MSD117", 4, key=True),
+            S("MSD204", 1.5),
+            S("MSD202", 1.5),
+            S("MSD208", 1),
+            S("MSD201", 1),
+            S("MSD211", 1),
+        ),
+        ("Set the momentum to 0.9 (MindSpore's usual value), or below 0.99: a lower learning rate does not "
+         "help at momentum 1.",
+         "With a momentum above 0.9 on purpose, divide the learning rate by (1-0.9)/(1-m) to keep the step size."),
     ),
     Cause(
         "regularisation-too-strong", "Regularisation too strong", HYPERPARAMETERS,
