@@ -55,7 +55,9 @@ def _row(name, lint=(), doctor=(), effect=True, weights=True, trained=True, reso
                   "resolved_step": 90, "where": "-", "message": c} for c in resolved]
     result = {"name": name, "library": "mindcv 0.3.0", "covers": ["BatchNorm"], "trained": trained,
               "fault": {"arch": name, "data": "images", "fast": False}, "findings": findings, "process_s": 1.0,
-              "rss_mb": {"lint": 500.0, "plain": 600.0, "doctor": 660.0}}
+              "rss_same_process_mb": {"lint": 500.0, "plain": 600.0, "doctor": 720.0}}
+    if trained:  # bench.run_one's fresh-process runs, one per variant
+        result["rss_mb"] = {"plain": 550.0, "doctor": 605.0, "plain_vmhwm": 551.0, "doctor_vmhwm": 606.0}
     if trained:
         result.update(effect={"ok": effect, "reason": ""}, plain={"steps": 200},
                       doctor={"weights_identical": weights}, paired={"median_ratio": 1.2, "mean_ratio": 1.3})
@@ -76,6 +78,7 @@ def test_scorer_counts_alarms_by_source_and_ignores_info_and_resolved_findings()
     assert totals["effect_failures"] == ["b"] and totals["weights_changed"] == ["c"]
     assert (totals["trained"], totals["linted_only"]) == (3, 1)
     assert totals["median_step_ratio"] == 1.2 and totals["median_rss_ratio"] == pytest.approx(1.1)
+    assert totals["median_rss_same_process_ratio"] == pytest.approx(1.2) and totals["rss_not_measured"] == []
 
 
 def test_model_zoo_summary_lists_failures_and_each_alarm_once_with_its_recipes(tmp_path):
@@ -124,3 +127,4 @@ def test_ci_subset_of_the_corpus_learns_with_no_false_alarm(tmp_path):
     assert totals["effect_failures"] == [] and totals["crashes"] == [] and totals["internal_errors"] == [], report
     assert totals["with_alarms"] == [], report
     assert totals["weights_changed"] == [], report
+    assert totals["rss_not_measured"] == [], report  # each trained program's fresh plain and Doctor processes

@@ -1,6 +1,7 @@
 """Run one real-code corpus program in this process: lint, plain training (the effect check), ``Doctor()``, timing.
 
     python -m benchmarks.realworld.runner NAME --out result.json [--paired-steps 60]
+    python -m benchmarks.realworld.runner NAME --rss plain|doctor --out rss.json
 
 Lint: ``lint(network, loss_fn=, optimizer=, sample_inputs=)`` on a fresh build.
 Trained programs then run as the fault programs do (``benchmarks.faults.runner``'s
@@ -10,7 +11,14 @@ run is repeated only when the weights differ, to tell a Doctor that changed
 training from a program that does not repeat itself (MindSpore's CPU Dropout).
 The step-time ratio comes from ``benchmarks.overhead``'s paired timing
 (plain and Doctor steps alternated in blocks, one process); peak RSS is read after
-the plain run and after the Doctor run (same process, so the ratio is an upper bound).
+the plain run and after the Doctor run (``rss_same_process_mb``: same process, so the
+Doctor's figure includes what the plain run left behind, an upper bound).
+
+``--rss plain|doctor`` measures peak RSS the way a user meets it, one variant per
+fresh process: the same seeding and the same training as ``run()`` (plain, or with
+``Doctor()`` built from the same options), then ``ru_maxrss`` and ``/proc/self/status``
+VmHWM; no lint, no effect check, no paired timing. ``benchmarks.realworld.bench.run_one``
+launches both variants after the main run of a trained program.
 """
 from __future__ import annotations
 
@@ -37,6 +45,24 @@ def load(name: str) -> Any:
 
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _vmhwm_mb() -> float | None:
+    """This process's own RSS high-water mark (Linux): unlike ``ru_maxrss``, never the parent's RSS at fork."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _doctor_options(module: Any) -> dict[str, Any]:
+    """``Doctor()``'s options for a program: its FAULT's, plus its eval split where it has one (built here, after
+    the seeding, as ``run()`` does)."""
+    eval_ds = module.DATA.eval_dataset() if hasattr(module, "DATA") else None
+    return {**module.FAULT.options, **({"eval_dataset": eval_ds} if eval_ds is not None else {})}
 
 
 def _lint(module: Any) -> tuple[list[dict[str, Any]], float]:
@@ -88,7 +114,7 @@ def run(name: str, paired_steps: int, block: int) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - recorded: lint must never crash on a healthy model
         result["lint_crashed"] = f"{type(exc).__name__}: {exc}"
         result["lint_traceback"] = traceback.format_exc()
-    result["rss_mb"] = {"lint": _peak_rss_mb()}
+    result["rss_same_process_mb"] = {"lint": _peak_rss_mb()}
     if not trained:
         result["findings"] = findings
         return result
@@ -104,12 +130,10 @@ def run(name: str, paired_steps: int, block: int) -> dict[str, Any]:
         result["effect"] = {"ok": True, "reason": ""}
     except Exception as exc:  # noqa: BLE001 - a broken program is a benchmark result, not a crash
         result["effect"] = {"ok": False, "reason": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-    result["rss_mb"]["plain"] = _peak_rss_mb()
+    result["rss_same_process_mb"]["plain"] = _peak_rss_mb()
 
     fault_runner.seed_all(fault.mode)
-    eval_ds = module.DATA.eval_dataset() if hasattr(module, "DATA") else None
-    options = {**fault.options, **({"eval_dataset": eval_ds} if eval_ds is not None else {})}
-    doctor = Doctor(**options)
+    doctor = Doctor(**_doctor_options(module))
     try:
         outcome, result["doctor"] = fault_runner.run_timed(module, [doctor])
         doctored = fault_runner.final_weights(outcome.network)
@@ -117,7 +141,7 @@ def run(name: str, paired_steps: int, block: int) -> dict[str, Any]:
         result["doctor"] = {"crashed": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
         doctored = None
     findings += [fault_runner.finding_row(f, "doctor") for f in doctor.report.findings]
-    result["rss_mb"]["doctor"] = _peak_rss_mb()
+    result["rss_same_process_mb"]["doctor"] = _peak_rss_mb()
 
     if doctored is not None and plain_weights is not None:
         again = None
@@ -138,6 +162,29 @@ def run(name: str, paired_steps: int, block: int) -> dict[str, Any]:
     return result
 
 
+def rss(name: str, variant: str) -> dict[str, Any]:
+    """Train a program once, plain or under ``Doctor()``, in this (fresh) process, and read its peak RSS.
+
+    Seeding, training and the Doctor's options are ``run()``'s; the plain variant never imports mindspore_doctor.
+    """
+    module = load(name)
+    if not hasattr(module, "train"):
+        raise SystemExit(f"{name} is lint-only: nothing to train")
+    fault_runner.seed_all(module.FAULT.mode)
+    callbacks: list[Any] = []
+    if variant == "doctor":
+        from mindspore_doctor import Doctor
+
+        callbacks.append(Doctor(**_doctor_options(module)))
+    result: dict[str, Any] = {"name": name, "variant": variant}
+    try:
+        _, result["timing"] = fault_runner.run_timed(module, callbacks)
+    except Exception as exc:  # noqa: BLE001 - the main run records why; here it only voids the measurement
+        result["crashed"] = f"{type(exc).__name__}: {exc}"
+    result.update(rss_mb=_peak_rss_mb(), vmhwm_mb=_vmhwm_mb())
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", help="program module name in benchmarks/realworld/programs")
@@ -145,8 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paired-steps", type=int, default=60,
                         help="steps per variant in the paired step-time measurement (0: skip it)")
     parser.add_argument("--block", type=int, default=10, help="steps per block in the paired timing")
+    parser.add_argument("--rss", choices=("plain", "doctor"),
+                        help="only train once (plain or under Doctor()) and write this process's peak RSS")
     args = parser.parse_args(argv)
-    fault_runner.write_result(args.out, run(args.name, args.paired_steps, args.block))
+    if args.rss:
+        fault_runner.write_result(args.out, rss(args.name, args.rss))
+    else:
+        fault_runner.write_result(args.out, run(args.name, args.paired_steps, args.block))
     return 0
 
 
