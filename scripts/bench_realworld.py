@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """The real-code corpus: lint and train healthy library models with and without the Doctor; the bar is 0 alarms.
 
-    python scripts/bench_realworld.py --jobs 1           # everything (about 30-60 min on 2 busy cores)
+    python scripts/bench_realworld.py --jobs 1           # everything (about 45-80 min on 2 busy cores; each
+                                                         # trained program also runs twice more for the RSS)
     python scripts/bench_realworld.py --fast             # the CI subset (FAULT(fast=True)), no paired timing
     python scripts/bench_realworld.py --only nn_mlp_wine mindcv_convnext_digits --json out.json
     python scripts/bench_realworld.py --write-docs       # also rewrite the corpus section of docs/benchmark.md
