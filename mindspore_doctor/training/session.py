@@ -347,24 +347,31 @@ class DoctorSession:
         return dataclasses.replace(self.history, steps=view)
 
     def _evaluate(self, history: TrainingHistory, codes: Iterable[str] | None = None, count: bool = True) -> None:
-        """Run the rules on ``history``; log what is new, and tell the lifecycle which findings still hold."""
+        """Run the rules on ``history``; log what is new, and tell the lifecycle which findings still hold.
+
+        The rules share what they derive from ``history`` (its finite losses, recent probes, ...: ``shared_work``),
+        so a probe step pays for each once."""
         holding: dict[str, list[Finding]] = {}
-        for rule_codes, rule in training_rules.TRAINING_RULES:
-            if codes is not None and not set(rule_codes) & set(codes):
-                continue
-            if codes is None and "MSD201" in rule_codes and count:
-                continue  # checked on every step already
-            if not any(self._wanted(c) for c in rule_codes):
-                continue
-            name = f"rule {rule_codes[0]}"
-            found = self._guard(name, rule_codes, lambda: rule(history, self.config))
-            self._emit(found or [], count=count)
-            current = training_rules.CURRENT_RULES.get(rule_codes[0])
-            if current is None or found is None:
-                continue
-            now = found if current is rule else self._guard(name, rule_codes, lambda: current(history, self.config))
-            if now is not None:
-                holding[rule_codes[0]] = now
+        wanted = None if codes is None else set(codes)
+        with training_rules.shared_work():
+            for rule_codes, rule in training_rules.TRAINING_RULES:
+                if wanted is not None and wanted.isdisjoint(rule_codes):
+                    continue
+                if wanted is None and "MSD201" in rule_codes and count:
+                    continue  # checked on every step already
+                if not any(self._wanted(c) for c in rule_codes):
+                    continue
+                name = f"rule {rule_codes[0]}"
+                found = self._guard(name, rule_codes, lambda: rule(history, self.config))
+                if found:
+                    self._emit(found, count=count)
+                current = training_rules.CURRENT_RULES.get(rule_codes[0])
+                if current is None or found is None:
+                    continue
+                now = (found if current is rule else
+                       self._guard(name, rule_codes, lambda: current(history, self.config)))
+                if now is not None:
+                    holding[rule_codes[0]] = now
         if holding and history.steps:
             self._lifecycle.observe(history.steps[-1].step, self.report.findings, holding)
 

@@ -3,7 +3,8 @@
 ``python tests/data/training_rule_cases.py`` records the findings into ``training_rule_outputs.json``;
 ``tests/test_rule_speed.py`` builds the same histories and checks that the rules still find exactly that (code, step,
 message, location, evidence, suggestion), so a rule made faster (issue 26) cannot drift. The fixture was recorded
-from the rules as they were before issue 26 (commit d324ee0). Every history is drawn from ``random.Random(SEED + i)``
+from the rules as they were before issue 26 made them faster (commit 1e63648; rules as at d324ee0):
+``PYTHONPATH=<that checkout> python tests/data/training_rule_cases.py`` records from another checkout. Every history is drawn from ``random.Random(SEED + i)``
 with pure-Python arithmetic, so the same histories come back on any platform.
 
 Two kinds of case:
@@ -17,6 +18,7 @@ Two kinds of case:
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import logging
 import math
@@ -108,6 +110,10 @@ LOSS_CURVES: dict[str, Callable[[random.Random, int], list]] = {
     "huge_first": lambda r, n: [1e4] + _healthy(r, n - 1),
     "tiny": lambda r, n: [v * 1e-9 for v in _walk(r, n)],
     "decay_to_zero": lambda r, n: [2.3 * math.exp(-t / 20) for t in range(n)],
+    # sums past float64's largest (inf, silently), signed zeros, subnormals
+    "huge": lambda r, n: [r.choice((1.7e308, -1.7e308, 1e308)) if t % 3 else r.choice((0.0, -0.0, 5e-324))
+                          for t in range(n)],
+    "signed_zeros": lambda r, n: [r.choice((0.0, -0.0, 0.0, 1e-3)) for _ in range(n)],
 }
 
 
@@ -323,14 +329,19 @@ PLANS: list[Plan] = [
     Plan("healthy", n=2, probes=P(every=1)),
     Plan("walk", n=25, probes=P(every=2)),
     Plan("healthy", n=0),
+    Plan("huge", n=150, probes=P(every=10)),
+    Plan("signed_zeros", n=150),
 ]
 
 
 # --- recording ---------------------------------------------------------------------------------------------------
 
 def finding_record(f: Any) -> dict[str, Any]:
+    evidence = dict(f.evidence)
+    if isinstance(evidence.get("traceback"), str):  # MSD001: the exception, not the files and lines it passed
+        evidence["traceback"] = evidence["traceback"].strip().splitlines()[-1]
     return {"code": f.code, "rule": f.rule, "severity": f.severity.value, "step": f.step, "message": f.message,
-            "location": f.location, "evidence": f.evidence, "suggestion": f.suggestion}
+            "location": f.location, "evidence": evidence, "suggestion": f.suggestion}
 
 
 def direct(history: Any, config: Any) -> dict[str, Any]:
@@ -401,9 +412,12 @@ def main() -> None:
     out = {case: json.loads(canonical(thunk())) for case, _, thunk in cases()}
     FIXTURE.write_text(json.dumps({"seed": SEED, "cases": out}, sort_keys=True, indent=None, separators=(",", ":"))
                        + "\n")
-    print(f"{len(out)} cases, {sum(len(v) if isinstance(v, list) else sum(len(x) for x in v.values() if isinstance(x, list)) for v in out.values())} findings -> {FIXTURE}")
+    found = sum(len(v) if isinstance(v, list) else sum(len(x) for x in v.values() if isinstance(x, list))
+                for v in out.values())
+    print(f"{len(out)} cases, {found} findings -> {FIXTURE}")
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    if importlib.util.find_spec("mindspore_doctor") is None:  # PYTHONPATH=<an older checkout> records that one
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     main()

@@ -17,7 +17,7 @@ from mindspore_doctor.signals import TrainingHistory
 
 # The definitions and judges, re-exported: other rule families, the runners and the tests name them from here.
 from mindspore_doctor.rules.training.common import (CONVERGED_LOSS_FRACTION, PERSISTENT_PROBES,  # noqa: F401
-                                                    TrainingRule)
+                                                    TrainingRule, shared_work)
 from mindspore_doctor.rules.training.nonfinite import (NONFINITE_LOSS, NONFINITE_TENSOR, nonfinite_loss,  # noqa: F401
                                                        nonfinite_tensor)
 from mindspore_doctor.rules.training.loss import (DIVERGE_FACTOR, DIVERGE_MIN_RISE, DIVERGE_NOISE,  # noqa: F401

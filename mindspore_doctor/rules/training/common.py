@@ -2,13 +2,25 @@
 
 Every rule of the package is a pure function ``(TrainingHistory, DoctorConfig) -> list[Finding]``; these helpers
 read the history for them. The two options here are read by rules of several modules.
+
+The rules re-run on every probed step (issue 26: a probe step's host work should cost next to nothing), and several
+derive the same quantities from one history: its finite losses, its recent probes, whether the loss converged.
+Inside ``shared_work()`` (the training session opens it around each evaluation) each is derived once per history
+object and handed to every rule that asks (``shared``); outside it, each rule derives its own. Windows over the loss
+are judged with numpy (``window_medians``, ``row_medians``) to the last bit of what the plain-Python loops computed.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import itertools
 import math
 import statistics
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterator, TypeVar
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rule import Option
@@ -31,6 +43,63 @@ CONVERGED_LOSS_FRACTION = Option(
 )
 
 
+_T = TypeVar("_T")
+_SHARED: contextvars.ContextVar[dict[int, tuple[TrainingHistory, dict[Hashable, Any]]] | None] = \
+    contextvars.ContextVar("training_rules_shared", default=None)
+
+
+@contextlib.contextmanager
+def shared_work() -> Iterator[None]:
+    """While open, what the rules derive from one history object is derived once (``shared``). The histories judged
+    inside must not change until it closes: the session opens it around one evaluation, where none does."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def shared(history: TrainingHistory, key: Hashable, derive: Callable[[], _T]) -> _T:
+    """``derive()``, computed once per ``history`` and ``key`` inside ``shared_work()`` (every time outside it). What
+    it returns is shared by the rules that ask: they read it, never change it."""
+    memo = _SHARED.get()
+    if memo is None:
+        return derive()
+    entry = memo.get(id(history))
+    if entry is None or entry[0] is not history:
+        entry = memo[id(history)] = (history, {})  # holds the history: its id is not reused while open
+    values = entry[1]
+    if key not in values:
+        values[key] = derive()
+    return values[key]
+
+
+def median(values: Any) -> float:
+    """``statistics.median`` of a 1-D float array, bit for bit: sorted stably, as ``sorted`` does (equal values, -0.0
+    and 0.0 too, keep their order), then the middle value or (lower + upper) / 2. Like ``row_medians`` it leaves
+    numpy's overflow warnings on (a Python float overflows to inf silently): the rules call both under
+    ``np.errstate(all="ignore")``."""
+    ordered = np.sort(np.asarray(values, dtype=float), kind="stable")
+    n = len(ordered)
+    if n == 0:
+        raise statistics.StatisticsError("no median for empty data")
+    return float(ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2)
+
+
+def row_medians(rows: np.ndarray) -> np.ndarray:
+    """``statistics.median`` of each row of a 2-D float array (rows of at least one value), bit for bit: each row
+    sorted stably, as ``sorted`` does, then its middle value or (lower + upper) / 2."""
+    ordered = np.sort(rows, axis=1, kind="stable")
+    mid = rows.shape[1] // 2
+    return ordered[:, mid] if rows.shape[1] % 2 else (ordered[:, mid - 1] + ordered[:, mid]) / 2
+
+
+def window_medians(values: Any, width: int) -> np.ndarray:
+    """``statistics.median`` of every run of ``width`` consecutive values (``width`` >= 1), all at once and bit for
+    bit (``row_medians``)."""
+    return row_medians(sliding_window_view(np.asarray(values, dtype=float), width))
+
+
 def param_location(name: str) -> dict[str, str]:
     return {"parameter": name, "cell": name.rsplit(".", 1)[0] if "." in name else ""}
 
@@ -46,7 +115,28 @@ def finite(x: float | None) -> bool:
 
 
 def finite_losses(history: TrainingHistory) -> list[tuple[int, float]]:
-    return [(step, loss) for step, loss in history.losses if math.isfinite(loss)]
+    """(step, loss) of every step with a finite loss, in order (shared: read it, do not change it)."""
+    return shared(history, "finite_losses", lambda: [(s.step, s.loss) for s in history.steps
+                                                     if s.loss is not None and math.isfinite(s.loss)])
+
+
+def measured_steps(history: TrainingHistory) -> list[StepSignals]:
+    """The steps that carry any in-graph statistic (gradients, updates, non-finite counts, activations), in order:
+    a rule that reads one of them filters these, not every step (shared: read it, do not change it)."""
+    return shared(history, "measured_steps", lambda: [
+        s for s in history.steps
+        if s.grad_norm or s.activations or s.grad_nonfinite or s.weight_nonfinite or s.update_ratio])
+
+
+def finite_loss_values(history: TrainingHistory) -> np.ndarray:
+    """The values of ``finite_losses`` as an array (shared: read it, do not change it)."""
+    return shared(history, "finite_loss_values",
+                  lambda: np.array([v for _, v in finite_losses(history)], dtype=float))
+
+
+def _broken_step(measured: list[StepSignals]) -> int | None:
+    """The first of the ``measured`` steps whose update left a non-finite weight (MSD206), or None."""
+    return next((s.step for s in measured if s.weight_nonfinite and any(s.weight_nonfinite.values())), None)
 
 
 def recent_probes(history: TrainingHistory, count: int) -> list[StepSignals]:
@@ -56,9 +146,14 @@ def recent_probes(history: TrainingHistory, count: int) -> list[StepSignals]:
     gradients read 0; judging them would bury the cause under "dead" and "vanishing" findings. The probe
     whose update made the weights non-finite still counts: its forward and backward ran before the update.
     """
-    broken = next((s.step for s in history.steps if any(s.weight_nonfinite.values())), None)
+    return shared(history, ("recent_probes", count), lambda: _recent_probes(history, count))
+
+
+def _recent_probes(history: TrainingHistory, count: int) -> list[StepSignals]:
+    measured = measured_steps(history)
+    broken = shared(history, "broken_step", lambda: _broken_step(measured))
     probed: list[StepSignals] = []
-    for s in reversed(history.steps):  # from the end: cheap at any probe_every, and never misses a probe
+    for s in reversed(measured):  # from the end: never misses a probe
         if (s.grad_norm or s.activations) and (broken is None or s.step <= broken):
             probed.append(s)
             if len(probed) == count:
@@ -80,10 +175,17 @@ def persistent_count(config: DoctorConfig) -> int:
 def converged(history: TrainingHistory, step: int, config: DoctorConfig) -> bool:
     """The loss around ``step`` is below ``converged_loss_fraction`` of where it started: small gradients
     and updates are then what learning looks like, not a problem."""
-    losses = [v for s, v in finite_losses(history) if s <= step]
-    if len(losses) < 2:
+    return shared(history, ("converged", step, config.converged_loss_fraction),
+                  lambda: _converged(history, step, config))
+
+
+def _converged(history: TrainingHistory, step: int, config: DoctorConfig) -> bool:
+    losses = finite_losses(history)
+    first = list(itertools.islice((v for s, v in losses if s <= step), 5))  # the first 5 up to ``step``
+    if len(first) < 2:
         return False
-    start, now = statistics.median(losses[:5]), statistics.median(losses[-5:])
+    last = list(itertools.islice((v for s, v in reversed(losses) if s <= step), 5))[::-1]  # and the last 5
+    start, now = statistics.median(first), statistics.median(last)
     return start > 0 and now < config.converged_loss_fraction * start
 
 

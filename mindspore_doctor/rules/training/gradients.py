@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Callable
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rule import ERROR, Option, Rule, WARNING
 from mindspore_doctor.rules.training.common import (CONVERGED_LOSS_FRACTION, PERSISTENT_PROBES, converged, finite,
-                                                    is_weight, param_location, persistent_count, recent_probes)
+                                                    is_weight, measured_steps, param_location, persistent_count,
+                                                    recent_probes, shared)
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 
 if TYPE_CHECKING:
@@ -141,6 +142,14 @@ def vanishing_gradient(history: TrainingHistory, config: DoctorConfig) -> list[F
     return found
 
 
+def _global_grad_norms(history: TrainingHistory) -> list[tuple[int, float]]:
+    """(step, global gradient norm) of each probe that measured a finite one (shared by MSD208's two forms)."""
+    def derive() -> list[tuple[int, float]]:
+        norms = [(s.step, s.global_grad_norm) for s in measured_steps(history) if s.grad_norm]
+        return [(step, n) for step, n in norms if finite(n)]
+    return shared(history, "global_grad_norms", derive)
+
+
 EXPLODING_GRAD_GROWTH = Option(
     "exploding_grad_growth", 2.0,
     "MSD208: global gradient norm growing more than this per window.",
@@ -161,8 +170,7 @@ EXPLODING_GRADIENT = Rule(
 def exploding_gradient(history: TrainingHistory, config: DoctorConfig, latest: bool = False) -> list[Finding]:
     """The global gradient norm grew > ``exploding_grad_growth``x on 3 probes in a row, or to
     ``exploding_grad_ratio``x its first value; ``latest``: judge the last probe only (is it still so)."""
-    norms = [(s.step, s.global_grad_norm) for s in history.steps if s.grad_norm]
-    norms = [(step, n) for step, n in norms if finite(n)]
+    norms = _global_grad_norms(history)
     if len(norms) < 2:
         return []
     first = norms[0][1]

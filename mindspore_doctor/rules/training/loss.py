@@ -7,13 +7,17 @@ forms say whether it still holds (the finding lifecycle). On an adversarial loss
 from __future__ import annotations
 
 import functools
-import math
 import statistics
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rule import ERROR, Option, Rule, WARNING
-from mindspore_doctor.rules.training.common import finite_losses, minimised_loss
+from mindspore_doctor.rules.training.common import (finite_loss_values, finite_losses, median, minimised_loss,
+                                                    row_medians, shared, window_medians)
 from mindspore_doctor.signals import TrainingHistory
 
 if TYPE_CHECKING:
@@ -29,19 +33,71 @@ def _fitted_rise(window: list[float]) -> float:
     return slope * (n - 1) / start if start > 0 and slope > 0 else 0.0
 
 
-def _rolling_median(values: list[float], width: int) -> list[float]:
-    return [statistics.median(values[max(0, i - width + 1) : i + 1]) for i in range(len(values))]
+def _rolling_median(values: np.ndarray, width: int) -> np.ndarray:
+    """The median of the last ``width`` values up to each one (of all of them, before the first ``width``), bit for
+    bit ``statistics.median`` of each: the full windows all at once (``window_medians``)."""
+    if width < 1 or len(values) < width:
+        listed = values.tolist()
+        return np.array([statistics.median(listed[max(0, i - width + 1) : i + 1]) for i in range(len(listed))],
+                        dtype=float)
+    first = values[: width - 1].tolist()
+    head = [statistics.median(first[: i + 1]) for i in range(width - 1)]
+    return np.concatenate((np.array(head, dtype=float), window_medians(values, width)))
 
 
-def _smoothed_losses(history: TrainingHistory, config: DoctorConfig) -> tuple[list[int], list[float], float, float]:
-    """(steps, rolling-median losses, per-step noise, smallest rise that counts) for MSD202."""
-    raw = finite_losses(history)
-    steps = [step for step, _ in raw]
-    values = [v for _, v in raw]
-    smooth = _rolling_median(values, config.diverge_smoothing)
-    noise = 1.4826 * statistics.median(abs(v - m) for v, m in zip(values, smooth)) if values else 0.0  # MAD -> std
+class _Smoothed(NamedTuple):
+    """MSD202's view of the loss: shared by its judge and its current form."""
+
+    steps: list[int]
+    smooth: list[float]
+    """The rolling-median losses (``diverge_smoothing`` steps)."""
+    noise: float
+    """The per-step loss's robust standard deviation around them (MAD x 1.4826)."""
+    min_rise: float
+    """The smallest rise above the running minimum that counts."""
+    array: np.ndarray
+    """``smooth`` as an array."""
+
+
+def _smoothed_losses(history: TrainingHistory, config: DoctorConfig) -> _Smoothed:
+    return shared(history, ("smoothed_losses", config.diverge_smoothing, config.diverge_min_rise,
+                            config.diverge_noise), lambda: _smooth(history, config))
+
+
+def _smooth(history: TrainingHistory, config: DoctorConfig) -> _Smoothed:
+    steps = [step for step, _ in finite_losses(history)]
+    values = finite_loss_values(history)
+    with np.errstate(all="ignore"):  # a sum past 1.8e308 is inf, silently, as with Python floats
+        array = _rolling_median(values, config.diverge_smoothing)
+        noise = 1.4826 * median(np.abs(values - array)) if len(values) else 0.0  # MAD -> std
+    smooth = array.tolist()
     min_rise = max(config.diverge_min_rise * abs(smooth[0]), config.diverge_noise * noise) if smooth else 0.0
-    return steps, smooth, noise, min_rise
+    return _Smoothed(steps, smooth, noise, min_rise, array)
+
+
+def _diverging_ends(smoothed: _Smoothed, w: int, config: DoctorConfig) -> list[int] | range:
+    """The window ends, from ``w`` on, where MSD202 may fire: the loss ``min_rise`` above its running minimum, and
+    either ``diverge_factor`` above it for the whole window, or never back to it and up on ``diverge_trend_up`` of
+    the steps. Judged for every window at once with exact comparisons; ``loss_diverging`` re-judges each in plain
+    Python (the fitted trend too), so its findings are what the loop over every window found."""
+    s = smoothed.array
+    n = len(s)
+    if w < 2 or n <= w:
+        return range(w, n)
+    with np.errstate(all="ignore"):  # inf - inf is nan, silently, as with Python floats
+        running = np.minimum.accumulate(s)[: n - w]  # the running minimum before each window
+        risen = ~(s[w:] - running < smoothed.min_rise)
+        if not risen.any():
+            return []  # the common case: never far enough above the best loss so far
+        window_min = sliding_window_view(s, w).min(axis=1)[1:]
+        fires = (running > 0) & (window_min >= config.diverge_factor * running)
+        ups = np.concatenate(([0], np.cumsum(s[1:] > s[:-1])))  # ups[k]: rises among the first k steps
+        drifts = ~(window_min <= running)
+        if np.abs(s).max() < sys.float_info.max / w:
+            # A window that drifts must rise on ``diverge_trend_up`` of its steps too. Past this bound the loop
+            # still fits every drifting window's trend first, as it always did: its mean can overflow (fmean raises).
+            drifts &= (ups[w:] - ups[1 : n - w + 1]) / (w - 1) >= config.diverge_trend_up
+    return (w + np.flatnonzero(risen & (fires | drifts))).tolist()
 
 
 _DIVERGING_FIX = "Lower the learning rate (try 10x smaller), add a warm-up, or clip gradients."
@@ -95,11 +151,11 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
     ``diverge_min_rise`` of the initial loss, so jitter of a loss already near zero is not divergence, and
     ``diverge_noise`` robust standard deviations of the per-step loss, so a noisy loss's swings are not either.
     """
-    steps, smooth, noise, min_rise = _smoothed_losses(history, config)
+    smoothed = _smoothed_losses(history, config)
+    steps, smooth, noise, min_rise, _ = smoothed
     w = config.loss_window
-    running_min = math.inf  # minimum of the smoothed losses before the current window
-    for end in range(w, len(smooth)):
-        running_min = min(running_min, smooth[end - w])
+    for end in _diverging_ends(smoothed, w, config):
+        running_min = min(smooth[: end - w + 1])  # minimum of the smoothed losses before the current window
         window = smooth[end - w + 1 : end + 1]
         window_min = min(window)
         step, loss = steps[end], smooth[end]
@@ -140,7 +196,7 @@ def loss_diverging(history: TrainingHistory, config: DoctorConfig) -> list[Findi
 def loss_still_diverged(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     """MSD202 now: the loss has not come back, i.e. its whole last window stays ``min_rise`` above the best loss
     before it. A high plateau after a divergence stays open; a warm-up spike the loss recovered from does not."""
-    steps, smooth, noise, min_rise = _smoothed_losses(history, config)
+    steps, smooth, noise, min_rise, _ = _smoothed_losses(history, config)
     w = config.loss_window
     if len(smooth) <= w:
         return []
@@ -175,12 +231,12 @@ LOSS_NOT_DECREASING = Rule(
 def loss_not_decreasing(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     """The loss stays within ``min_improvement`` of its first window over each of the last ``plateau_windows``
     windows: one window without progress is a healthy net still on its initial plateau, not a stuck one."""
-    values = [v for _, v in finite_losses(history)]
-    w, k = config.loss_window, config.plateau_windows
-    if len(values) < (k + 1) * w:
+    losses = finite_losses(history)
+    n, w, k = len(losses), config.loss_window, config.plateau_windows
+    if n < (k + 1) * w:
         return []
-    first = statistics.fmean(values[:w])
-    means = [statistics.fmean(values[len(values) - (i + 1) * w : len(values) - i * w]) for i in range(k)]
+    first = statistics.fmean([v for _, v in losses[:w]])
+    means = [statistics.fmean([v for _, v in losses[n - (i + 1) * w : n - i * w]]) for i in range(k)]
     gains = [(first - m) / abs(first) if first else 0.0 for m in means]
     if max(gains) >= config.min_improvement:
         return []
@@ -191,7 +247,7 @@ def loss_not_decreasing(history: TrainingHistory, config: DoctorConfig) -> list[
             f"below the first {w} steps ({first:.4g}); now {last:.4g} ("
             + (f"{improvement:.1%} lower" if improvement >= 0 else f"{last / first:.3g}x" if first > 0 else "above")
             + ").",
-            step=finite_losses(history)[-1][0],
+            step=losses[-1][0],
             evidence={"first_window_mean": first, "last_window_mean": last, "improvement": improvement,
                       "best_improvement": max(gains), "window": w, "windows": k},
             suggestion="Check that the optimizer holds the network's parameters and that the learning rate is not "
@@ -216,6 +272,26 @@ LOSS_OSCILLATING = Rule(
 )
 
 
+def _swinging_ends(history: TrainingHistory, w: int, scale: float, config: DoctorConfig) -> list[int] | range:
+    """The window ends, from ``w`` on, whose loss changes flip sign on ``oscillation_alternation`` of the steps with
+    a median size of ``oscillation_amplitude`` of ``scale``: every window judged at once, bit for bit as the loop over
+    them judged each (the medians by ``row_medians``, of the windows that alternate enough only), and
+    ``loss_oscillating`` runs its loop on these ends only."""
+    values = finite_loss_values(history)
+    n = len(values)
+    if w < 2 or n <= w:
+        return range(w, n)
+    with np.errstate(all="ignore"):  # overflows to inf (and inf * 0 to nan) silently, as with Python floats
+        diffs = np.diff(values)
+        flipped = np.concatenate(([0], np.cumsum(diffs[:-1] * diffs[1:] < 0)))  # flips among the first k changes
+        alternating = (flipped[w - 1 : n - 1] - flipped[: n - w]) / (w - 1) >= config.oscillation_alternation
+        if not alternating.any():
+            return []  # the common case: no window swings often enough
+        ends = np.flatnonzero(alternating)  # few: the medians of those windows only
+        amplitude = row_medians(sliding_window_view(np.abs(diffs), w)[ends]) / scale
+    return (w + ends[amplitude >= config.oscillation_amplitude]).tolist()
+
+
 @LOSS_OSCILLATING.judge
 @minimised_loss
 def loss_oscillating(history: TrainingHistory, config: DoctorConfig, latest: bool = False) -> list[Finding]:
@@ -225,7 +301,8 @@ def loss_oscillating(history: TrainingHistory, config: DoctorConfig, latest: boo
     if len(losses) < w + 1:
         return []
     scale = abs(losses[0][1]) or 1.0
-    for end in range(len(losses) - 1 if latest else w, len(losses)):
+    ends = range(len(losses) - 1, len(losses)) if latest else _swinging_ends(history, w, scale, config)
+    for end in ends:
         window = [v for _, v in losses[end - w : end + 1]]
         diffs = [b - a for a, b in zip(window, window[1:])]
         flips = sum(1 for a, b in zip(diffs, diffs[1:]) if a * b < 0) / max(1, len(diffs) - 1)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rule import ERROR, Rule
-from mindspore_doctor.rules.training.common import param_location
+from mindspore_doctor.rules.training.common import measured_steps, param_location
 from mindspore_doctor.signals import TrainingHistory
 
 if TYPE_CHECKING:
@@ -45,9 +45,12 @@ NONFINITE_TENSOR = Rule(
 @NONFINITE_TENSOR.judge
 def nonfinite_tensor(history: TrainingHistory, config: DoctorConfig) -> list[Finding]:
     order = {name: i for i, name in enumerate(history.parameter_order)}
-    for s in history.steps:
+    for s in measured_steps(history):
         if not (s.grad_nonfinite or s.activations):
             continue
+        if not (any(s.grad_nonfinite.values()) or any(s.weight_nonfinite.values())
+                or any(a.nonfinite or not math.isfinite(a.mean_abs) for a in s.activations.values())):
+            continue  # all finite: the common case, decided before sorting anything
         act = sorted(
             (a.order, path) for path, a in s.activations.items() if a.nonfinite or not math.isfinite(a.mean_abs)
         )

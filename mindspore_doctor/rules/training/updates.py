@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rule import Option, Rule, WARNING
 from mindspore_doctor.rules.training.common import (CONVERGED_LOSS_FRACTION, PERSISTENT_PROBES, converged, finite,
-                                                    is_weight, param_location, recent_probes)
+                                                    is_weight, measured_steps, param_location, recent_probes)
 from mindspore_doctor.rules.training.frozen import FROZEN_UPDATE_RTOL
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 
@@ -67,7 +67,7 @@ def _blown_up(history: TrainingHistory, name: str, config: DoctorConfig) -> bool
     """Some probe saw an update of ``name`` above ``update_ratio_max``: small updates since are its after-effect
     (dead or saturated units), and "raise the learning rate" would be the wrong advice."""
     return any(finite(s.update_ratio.get(name)) and s.update_ratio[name] > config.update_ratio_max
-               for s in history.steps if s.update_ratio)
+               for s in measured_steps(history) if s.update_ratio)
 
 
 UPDATE_RATIO_MIN = Option(
