@@ -209,7 +209,7 @@ def test_every_optimizer_trains_bitwise_the_same_and_is_probed(name):
 def test_gradient_sums_are_those_of_the_step_that_was_probed(every_step, monkeypatch):
     """Read after the probed step, as the Doctor does: with the switch (a large network) or with the sums on every
     step (a small one, ``SUMS_EVERY_STEP_ELEMENTS``)."""
-    monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 16 if every_step else 0)
+    monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 15 if every_step else 0)
     net = TinyMLP()
     cell = _train_cell(net)
     loss_net = cell.network

@@ -55,11 +55,14 @@ from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationS
 # The update is measured on at most this many evenly strided elements per parameter (exact below it):
 # a host copy of every weight would cost as much memory as the in-graph snapshot it replaces.
 UPDATE_SAMPLE = 1 << 16
-# An ``if`` on a Parameter inside a compiled step is control flow, which costs every step whichever branch runs:
-# ~90 us on MindSpore 2.10 CPU (a 64-128-64-10 MLP: 140 us of probes per step with it, 46 us computing the sums on
-# every step without it). Below this many optimizer parameter elements in GRAPH mode the sums run on every step
-# instead (their cost grows with the elements; the switch's does not).
-SUMS_EVERY_STEP_ELEMENTS = 1 << 16
+# An ``if`` on a Parameter inside a compiled step is control flow, whose cost depends on the network (MindSpore 2.10
+# CPU, paired timing, scripts/bench_overhead.py): on a 64-128-64-10 MLP (6 tensors, 17k elements) the Doctor's mean
+# step ratio is 2.0-2.1 with the switch and 1.6 with the sums computed on every step instead; on LeNet (10 tensors,
+# 61k elements) the switch's graph runs 0.89-0.92x the plain step and the every-step sums 1.14-1.18x; on a ResNet
+# (4.9M elements) every-step sums cost +5.8 ms a step against +1.7 ms. Only a network this small (each bound) takes
+# the sums on every step.
+SUMS_EVERY_STEP_ELEMENTS = 1 << 15
+SUMS_EVERY_STEP_TENSORS = 16
 _CHUNK = 1 << 18  # float64 scratch, in elements, for the host sums
 
 # The activation sample: the first SAMPLE_ROWS samples of the batch (axis 0) x SAMPLE_COLS units (output
@@ -350,8 +353,8 @@ class Instrumentation:
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = ms.get_context("mode") == ms.GRAPH_MODE
-        self.sums_every_step = self._sample_every_step and (
-            sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS)
+        self.sums_every_step = (self._sample_every_step and len(optimizer.parameters) <= SUMS_EVERY_STEP_TENSORS
+                                and sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS)
         """The optimizer's probe sums the gradients on every step, without a switch (``SUMS_EVERY_STEP_ELEMENTS``)."""
         self._undo: list[Callable[[], None]] = []
         self._probing = False
