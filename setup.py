@@ -27,7 +27,8 @@ setup(
     description="A MindSpore-native debugger: tells you what is wrong with a training run and what to change.",
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["mindspore_doctor", "mindspore_doctor.*"]),
-    package_data={"mindspore_doctor": ["export/templates/*", "py.typed"]},
+    # config.pyi: DoctorConfig's fields, which it builds at import time from the rules, for type checkers
+    package_data={"mindspore_doctor": ["export/templates/*", "py.typed", "config.pyi"]},
     install_requires=[
         "mindspore==2.10.*",
         "numpy<2",

@@ -80,6 +80,14 @@ def test_the_wheel_ships_every_rule_page(built):
     assert RULE_PAGES and shipped == RULE_PAGES
 
 
+def test_the_wheel_ships_the_typing_of_the_config(built):
+    """``DoctorConfig`` is built at import time; its stub is what type checkers and editors read."""
+    wheel, _ = built
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {"mindspore_doctor/config.pyi", "mindspore_doctor/py.typed"} <= names
+
+
 def test_msdoctor_rule_prints_the_installed_page(built):
     _, installed = built
     out = _run_installed(installed, str(installed / "bin" / "msdoctor"), "rule", "MSD104")

@@ -149,6 +149,21 @@ def test_every_rule_reads_options_documented_with_its_code(code):
     assert not unlisted, f"options documented as tuning {code} that its Rule does not list: {unlisted}"
 
 
+def test_the_config_stub_is_current():
+    """``mindspore_doctor/config.pyi`` (the fields for type checkers and editors) is what ``scripts/config_stub.py``
+    writes from the options now: rerun it after adding or changing an option."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("config_stub", ROOT / "scripts" / "config_stub.py")
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    stub = PACKAGE / "config.pyi"
+    assert stub.read_text(encoding="utf-8") == generator.stub_text(), "stale: run python scripts/config_stub.py"
+    tree = ast.parse(stub.read_text(encoding="utf-8"))
+    stubbed = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "DoctorConfig")
+    assert [n.target.id for n in stubbed.body if isinstance(n, ast.AnnAssign)] == list(OPTIONS)
+
+
 def test_run_options_and_rule_options_are_the_config_fields():
     assert FIELDS == set(OPTIONS) == set(RULE_OPTIONS) | {o.name for o in RUN_OPTIONS}
     assert not set(RULE_OPTIONS) & {o.name for o in RUN_OPTIONS}
