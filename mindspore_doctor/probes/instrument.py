@@ -202,14 +202,10 @@ def _output_sample(a):
     return _f32(sample)
 
 
-def _strided(flat: np.ndarray) -> np.ndarray:
-    """At most ``UPDATE_SAMPLE`` evenly strided elements of a flat array, as a view."""
-    return flat[::-(-flat.size // UPDATE_SAMPLE)]
-
-
 def _update_sample(weight: Parameter) -> np.ndarray:
     """At most ``UPDATE_SAMPLE`` evenly strided elements of a weight, as a flat view of its host data."""
-    return _strided(weight.asnumpy().reshape(-1))
+    flat = weight.asnumpy().reshape(-1)
+    return flat[::-(-flat.size // UPDATE_SAMPLE)]
 
 
 def _abs_sum_max(values: np.ndarray, scratch: np.ndarray, minus: np.ndarray | None = None) -> tuple[float, float]:
@@ -480,9 +476,8 @@ class Instrumentation:
         scratch = np.empty(_CHUNK, np.float64)
         for i, (name, weight) in enumerate(zip(self.parameter_names, self.optimizer.parameters)):
             size = max(1, weight.size)
-            values = weight.asnumpy().reshape(-1)  # one host read per weight: each costs ~15 us beyond its copy
-            weight_abs, _ = _abs_sum_max(values, scratch)
-            update_abs, update_max_abs = _abs_sum_max(_strided(values), scratch, minus=before[i])
+            weight_abs, _ = _abs_sum_max(weight.asnumpy().reshape(-1), scratch)
+            update_abs, update_max_abs = _abs_sum_max(_update_sample(weight), scratch, minus=before[i])
             weight_mean_abs = weight_abs / size
             if name not in unread:
                 square_sum = 2.0 * grad_sums[i]
