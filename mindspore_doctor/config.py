@@ -77,6 +77,38 @@ RUN_OPTIONS = (
         "Bound on the batches read per evaluation (eval set, and the train sample for MSD402).",
     ),
     Option(
+        "target_eval_dataset", None,
+        "A second validation set drawn from the test (deployment) distribution: the error budget's distribution-"
+        "shift term is its error minus ``eval_dataset``'s (MSD407).",
+        type="Any",
+    ),
+    Option(
+        "holdout_dataset", None,
+        "A held-out test set used for nothing else: the error budget's validation-set-overfitting term is its error "
+        "minus the validation error.",
+        type="Any",
+    ),
+    Option(
+        "target_error", None,
+        "The error the task allows (e.g. human-level error, 0.02 for 98 % accuracy; MSE for regression): the error "
+        "budget's avoidable bias is the train error minus it. None: unknown (the budget then bounds it).",
+        type="float | None",
+    ),
+    Option(
+        "label_sample_size", 1024,
+        "Training samples kept at the first evaluation and scored in eval mode at every evaluation (the train "
+        "loss/metric and the per-sample label-error trajectory, MSD311); 0: none (the train loss then reads fresh "
+        "batches).",
+    ),
+    Option(
+        "label_sample_max_mb", 32.0,
+        "Bound on the host memory of that training sample (its inputs and labels as numpy).",
+    ),
+    Option(
+        "analysis_top", 20,
+        "Rows in the end-of-run tables: top-loss evaluation samples, label-error suspects, confused class pairs.",
+    ),
+    Option(
         "lr_range", (1e-6, 1.0),
         "LR range test: learning rates swept exponentially from the first to the second value.",
         type="tuple[float, float]",

@@ -39,6 +39,23 @@ class DoctorConfig:
     """Evaluate on ``eval_dataset`` every N epochs (MSD401/404/405); 0: never."""
     eval_max_batches: int = 50
     """Bound on the batches read per evaluation (eval set, and the train sample for MSD402)."""
+    target_eval_dataset: Any = None
+    """A second validation set drawn from the test (deployment) distribution: the error budget's distribution-shift
+    term is its error minus ``eval_dataset``'s (MSD407)."""
+    holdout_dataset: Any = None
+    """A held-out test set used for nothing else: the error budget's validation-set-overfitting term is its error
+    minus the validation error."""
+    target_error: float | None = None
+    """The error the task allows (e.g. human-level error, 0.02 for 98 % accuracy; MSE for regression): the error
+    budget's avoidable bias is the train error minus it. None: unknown (the budget then bounds it)."""
+    label_sample_size: int = 1024
+    """Training samples kept at the first evaluation and scored in eval mode at every evaluation (the train
+    loss/metric and the per-sample label-error trajectory, MSD311); 0: none (the train loss then reads fresh
+    batches)."""
+    label_sample_max_mb: float = 32.0
+    """Bound on the host memory of that training sample (its inputs and labels as numpy)."""
+    analysis_top: int = 20
+    """Rows in the end-of-run tables: top-loss evaluation samples, label-error suspects, confused class pairs."""
     lr_range: tuple[float, float] = (1e-06, 1.0)
     """LR range test: learning rates swept exponentially from the first to the second value."""
     lr_range_steps: int = 40
