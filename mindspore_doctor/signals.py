@@ -187,6 +187,14 @@ class EvalRecord:
     """The trivial predictor's eval score (majority class / label mean, fitted on the train labels when known)."""
     train_baseline: Metric | None = None
     """The trivial predictor's score on the train sample (what MSD402 compares the train metric with)."""
+    target_eval_metric: Metric | None = None
+    """The score on ``target_eval_dataset`` (a second validation set from the test distribution; None: not given)."""
+    target_eval_loss: float | None = None
+    target_eval_samples: int | None = None
+    holdout_metric: Metric | None = None
+    """The score on ``holdout_dataset`` (a held-out test set; None: not given)."""
+    holdout_loss: float | None = None
+    holdout_samples: int | None = None
 
 
 QUANTILE_LEVELS = tuple(i / 20 for i in range(21))
