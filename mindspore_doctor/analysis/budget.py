@@ -1,0 +1,179 @@
+"""The bias-variance budget of a run: where the error of the last evaluation goes.
+
+The troubleshooting guide decomposes the test error into irreducible error + avoidable bias + variance +
+distribution shift + validation-set overfitting, each with its remedies in priority order. From the last
+``EvalRecord`` (errors: 1 - accuracy, or the MSE for regression)::
+
+    target error                 target_error= (e.g. human level); unknown: the trivial predictor's error bounds
+                                 the irreducible error from above
+    avoidable bias               train error - target error (target unknown: at most the train error)
+    variance                     eval error - train error
+    distribution shift           target-eval error - eval error (``target_eval_dataset``: validation data drawn
+                                 from the test distribution)
+    validation-set overfitting   holdout error - (target-eval or eval) error (``holdout_dataset``: a test set
+                                 used for nothing else)
+
+The dominant term is the largest one that exceeds its sampling noise (``NOISE_SIGMAS`` standard errors: of an
+accuracy on the samples it was measured on; of an MSE, the loss's standard error when the loss is that MSE);
+its remedies are the guide's, in the guide's order. Pure: plain numbers in, a dict out
+(``report.meta["error_budget"]``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from mindspore_doctor.signals import EvalRecord, Metric
+
+TARGET, BIAS, VARIANCE, SHIFT, VALIDATION = TERMS = (
+    "target error", "avoidable bias", "variance", "distribution shift", "validation-set overfitting")
+
+NOISE_SIGMAS = 2.0
+"""A term is told from noise when it exceeds this many standard errors (about 95 % two-sided)."""
+
+REMEDIES: dict[str, tuple[str, ...]] = {
+    BIAS: (
+        "Use a bigger model (more units or layers).",
+        "Reduce regularisation (weight decay, dropout, augmentation strength).",
+        "Error analysis: look at the training samples the model gets wrong and what they share.",
+        "Try a newer model architecture.",
+        "Tune the hyperparameters (learning rate and its schedule, batch size, optimizer).",
+        "Add input features that carry the information the labels need.",
+    ),
+    VARIANCE: (
+        "Add more training data.",
+        "Add normalisation layers (BatchNorm, LayerNorm).",
+        "Augment the training data.",
+        "Add regularisation (weight decay, dropout, early stopping).",
+        "Error analysis: look at the eval samples the model gets wrong (the error-analysis tables).",
+        "Tune the hyperparameters.",
+        "Use a smaller model.",
+    ),
+    SHIFT: (
+        "Error analysis of the target-eval errors against the eval errors: find what the target distribution has "
+        "that the training data lacks.",
+        "Collect more training data like the target distribution, or synthesise it.",
+        "Domain adaptation.",
+    ),
+    VALIDATION: (
+        "Use a larger validation set.",
+        "Take a fresh validation set: this one has been tuned on until it flatters the model.",
+    ),
+}
+"""The guide's remedies for each term, in its order of priority."""
+
+
+def metric_error(metric: Metric | None) -> float | None:
+    """The error a metric stands for: 1 - accuracy, the MSE as it is; None when unknown or not finite."""
+    if metric is None or metric.value is None or not math.isfinite(metric.value):
+        return None
+    return 1.0 - metric.value if metric.higher_is_better else float(metric.value)
+
+
+def error_se(metric: Metric | None, samples: int | None, loss: float | None = None,
+             loss_se: float | None = None) -> float | None:
+    """Standard error of ``metric_error(metric)``: sqrt(p (1 - p) / n) for an accuracy over ``samples`` (counted
+    in samples, not tokens or labels: conservative); for an MSE, ``loss_se`` when the loss is that MSE (within
+    5 %); None when it cannot be told."""
+    error = metric_error(metric)
+    if error is None:
+        return None
+    if metric.higher_is_better:
+        if not samples:
+            return None
+        p = min(max(error, 0.0), 1.0)
+        return math.sqrt(p * (1.0 - p) / samples)
+    if loss is None or loss_se is None or not math.isfinite(loss) or not math.isfinite(loss_se):
+        return None
+    return float(loss_se) if abs(loss - error) <= 0.05 * max(abs(error), 1e-12) else None
+
+
+def _noise(*ses: float | None) -> float | None:
+    """``NOISE_SIGMAS`` standard errors of a difference of independent errors; None when one is unknown."""
+    if any(se is None for se in ses):
+        return None
+    return NOISE_SIGMAS * math.sqrt(sum(se ** 2 for se in ses))
+
+
+def _measured(record: EvalRecord, prefix: str, samples: int | None) -> tuple[float | None, float | None, int | None]:
+    """(error, its standard error, samples) of the ``prefix`` ("train", "eval", "target_eval", "holdout") data."""
+    metric = getattr(record, f"{prefix}_metric", None)
+    n = getattr(record, f"{prefix}_samples", None) or samples
+    se = error_se(metric, n, getattr(record, f"{prefix}_loss", None), getattr(record, f"{prefix}_loss_se", None))
+    return metric_error(metric), se, n
+
+
+def _row(term: str, value: float | None, noise: float | None, note: str, bound: str | None = None) -> dict[str, Any]:
+    return {"term": term, "value": value, "bound": bound, "note": note, "noise": noise}
+
+
+def error_budget(records: Sequence[EvalRecord], *, target_error: float | None = None) -> dict[str, Any] | None:
+    """The budget of the last evaluation (``report.meta["error_budget"]``); None without an eval metric.
+
+    ::
+
+        {"metric": "error" | "mse", "target", "target_source": "target_error" | "unknown", "baseline_error",
+         "train_error", "eval_error", "target_eval_error", "holdout_error",
+         "rows": [{"term", "value", "bound": "upper" | "lower" | None, "note", "noise"}],
+         "dominant": term | None, "remedies": [...]}
+
+    ``rows`` hold the terms in ``TERMS`` order; ``value`` None: not measured (the note says what would measure
+    it); ``noise``: ``NOISE_SIGMAS`` standard errors of the term (None: unknown). The train sample's size is
+    ``train_samples`` when the record has it, else taken as the eval sample's (both are read within
+    ``eval_max_batches``); likewise for the target-eval and holdout sets.
+    """
+    if not records:
+        return None
+    last = records[-1]
+    eval_error, eval_se, eval_n = _measured(last, "eval", last.eval_samples)
+    if eval_error is None:
+        return None
+    train_error, train_se, _ = _measured(last, "train", eval_n)
+    shift_error, shift_se, _ = _measured(last, "target_eval", eval_n)
+    holdout_error, holdout_se, _ = _measured(last, "holdout", eval_n)
+    baseline_error = metric_error(last.baseline)
+    metric = "error" if last.eval_metric.higher_is_better else "mse"
+    known = target_error is not None and math.isfinite(target_error)
+    trivial = (last.baseline.trivial if last.baseline is not None and last.baseline.trivial
+               else "the trivial predictor")
+
+    rows = []
+    if known:
+        rows.append(_row(TARGET, float(target_error), None, "given (target_error=)"))
+    else:
+        rows.append(_row(TARGET, baseline_error, None,
+                         f"unknown (set target_error=, e.g. human-level error); the error of {trivial} bounds "
+                         "the irreducible error from above" if baseline_error is not None else
+                         "unknown (set target_error=, e.g. human-level error)",
+                         bound="upper" if baseline_error is not None else None))
+    if train_error is None:
+        rows.append(_row(BIAS, None, None, "no train metric (give the evaluation the train dataset)"))
+    elif known:
+        rows.append(_row(BIAS, train_error - target_error, _noise(train_se), "train error - target error"))
+    else:
+        rows.append(_row(BIAS, train_error, _noise(train_se), "at most the train error (the target error is unknown)",
+                         bound="upper"))
+    rows.append(_row(VARIANCE, None if train_error is None else eval_error - train_error, _noise(eval_se, train_se),
+                     "eval error - train error" if train_error is not None else "no train metric"))
+    rows.append(_row(SHIFT, None if shift_error is None else shift_error - eval_error, _noise(shift_se, eval_se),
+                     "target-eval error - eval error" if shift_error is not None else
+                     "not measured (give target_eval_dataset=, validation data from the test distribution)"))
+    reference, reference_se, name = ((shift_error, shift_se, "target-eval") if shift_error is not None
+                                     else (eval_error, eval_se, "eval"))
+    rows.append(_row(VALIDATION, None if holdout_error is None else holdout_error - reference,
+                     _noise(holdout_se, reference_se),
+                     f"holdout error - {name} error" if holdout_error is not None else
+                     "not measured (give holdout_dataset=, a test set used for nothing else)"))
+
+    def told(row: dict[str, Any]) -> bool:
+        return row["value"] is not None and row["value"] > (row["noise"] or 0.0)
+
+    candidates = [row for row in rows[1:] if told(row)]
+    dominant = max(candidates, key=lambda row: row["value"])["term"] if candidates else None
+    return {
+        "metric": metric, "target": float(target_error) if known else None,
+        "target_source": "target_error" if known else "unknown", "baseline_error": baseline_error,
+        "train_error": train_error, "eval_error": eval_error, "target_eval_error": shift_error,
+        "holdout_error": holdout_error, "rows": rows, "dominant": dominant,
+        "remedies": list(REMEDIES.get(dominant, ())),
+    }
