@@ -15,6 +15,7 @@ Wiring in the Doctor (``Doctor(eval_dataset=..., eval_every=1)``)::
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
@@ -54,6 +55,67 @@ def read_batches(dataset: Any, max_batches: int) -> list[Batch]:
     except Exception as exc:  # noqa: BLE001 - the user's pipeline failed, not a check of ours: say so (MSD002)
         raise CheckSkipped(f"reading the dataset raised {_pipeline_error(exc)}") from None
     return batches
+
+
+def read_sample(dataset: Any, max_batches: int, max_samples: int, max_bytes: float) -> list[Batch]:
+    """The first batches of a fresh iterator, as numpy, within ``max_batches``, ``max_samples`` samples and
+    ``max_bytes`` of host memory: whole batches (the graph compiled for the batch shape is reused), except a first
+    batch larger than the budget, which is cut."""
+    batches: list[Batch] = []
+    count, size = 0, 0
+    try:
+        for row in dataset.create_tuple_iterator(num_epochs=1, output_numpy=True):
+            batch = tuple(np.asarray(column) for column in row)
+            rows = _rows(batch)
+            per_row = sum(column.nbytes for column in batch) / max(rows, 1)
+            room = min(max_samples - count, int((max_bytes - size) // max(per_row, 1)))
+            if room <= 0 or (rows > room and batches):
+                break
+            if rows > room:
+                batch = tuple(c[:room] if c.ndim and c.shape[0] == rows else c for c in batch)
+                rows = room
+            batches.append(batch)
+            count += rows
+            size += int(rows * per_row)
+            if len(batches) >= max_batches or count >= max_samples:
+                break
+    except Exception as exc:  # noqa: BLE001 - the user's pipeline failed, not a check of ours: say so (MSD002)
+        raise CheckSkipped(f"reading the dataset raised {_pipeline_error(exc)}") from None
+    return batches
+
+
+def _rows(batch: Batch) -> int:
+    """Samples in a batch: the label column's first dimension."""
+    label = batch[-1]
+    return int(label.shape[0]) if label.ndim else 1
+
+
+def row_hashes(batches: Sequence[Batch]) -> list[str]:
+    """sha1 of each sample's input bytes (every column but the label), 12 hex digits: finds the sample again in
+    the user's files whatever the dataset's order."""
+    hashes = []
+    for batch in batches:
+        inputs = [np.ascontiguousarray(column) for column in batch[:-1]]
+        for i in range(_rows(batch)):
+            digest = hashlib.sha1()
+            for column in inputs:
+                digest.update(column[i].tobytes() if column.ndim and column.shape[0] == _rows(batch)
+                              else column.tobytes())
+            hashes.append(digest.hexdigest()[:12])
+    return hashes
+
+
+def sample_inputs(batches: Sequence[Batch], positions: Sequence[int]) -> np.ndarray | None:
+    """The first input column of the samples at ``positions`` (in the order the batches hold them), stacked as
+    the pipeline yields one sample; None when the batches have no input column."""
+    if not positions or len(batches[0]) < 2:
+        return None
+    starts = np.cumsum([0] + [_rows(b) for b in batches])
+    rows = []
+    for position in positions:
+        index = int(np.searchsorted(starts, position, side="right")) - 1
+        rows.append(np.asarray(batches[index][0][position - starts[index]]))
+    return np.stack(rows)
 
 
 def _pipeline_error(exc: Exception) -> str:
@@ -126,6 +188,39 @@ class Task:
         with np.errstate(over="ignore"):
             predicted = 1.0 / (1.0 + np.exp(-outputs)) if self.family == "logits" else outputs
         return Metric("mse", float(np.mean((predicted - target) ** 2)), False)
+
+    def per_sample_classes(self, outputs_shape: tuple[int, ...]) -> bool:
+        """One class label per sample (binary, or multi-class scores of shape (n, k)): what confident learning
+        judges (MSD311)."""
+        if self.kind == "binary":
+            return int(np.prod(outputs_shape[1:])) == 1
+        return self.kind == "multiclass" and len(outputs_shape) == 2
+
+    def class_ids(self, outputs_shape: tuple[int, ...], labels: np.ndarray) -> np.ndarray:
+        """The given class of each sample, (n,) ints (binary: 0/1; one-hot rows: their argmax)."""
+        if self.kind == "binary":
+            return (labels.reshape(-1) > 0.5).astype(np.int64)
+        return self._ids(outputs_shape, labels).reshape(-1)
+
+    def probabilities(self, outputs: np.ndarray) -> np.ndarray:
+        """(n, k) class probabilities from per-sample outputs: binary -> [1 - p, p] (logits through a sigmoid);
+        multi-class rows that are already probabilities as they are, scores (logits, log-probabilities) through
+        a softmax."""
+        n = outputs.shape[0]
+        if self.kind == "binary":
+            values = outputs.reshape(n).astype(np.float64)
+            if self.threshold == 0.0:  # logits
+                with np.errstate(over="ignore"):
+                    values = 1.0 / (1.0 + np.exp(-values))
+            values = np.clip(values, 0.0, 1.0)
+            return np.stack([1.0 - values, values], axis=1)
+        scores = outputs.reshape(n, -1).astype(np.float64)
+        if (scores >= 0).all() and np.allclose(scores.sum(axis=1), 1.0, atol=1e-3):
+            return scores / scores.sum(axis=1, keepdims=True)
+        if self.family == "probabilities" and (scores >= 0).all() and (scores <= 1).all():
+            return scores / np.maximum(scores.sum(axis=1, keepdims=True), 1e-12)
+        shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
+        return shifted / shifted.sum(axis=1, keepdims=True)
 
     def baseline(self, outputs_shape: tuple[int, ...], labels: np.ndarray,
                  reference: np.ndarray | None = None) -> Metric:
@@ -287,9 +382,21 @@ class Probe:
         return change, cells
 
 
+OTHER_SETS = {"target_eval": "target_eval_dataset", "holdout": "holdout_dataset"}
+"""The evaluations besides ``eval_dataset``: EvalRecord field prefix -> run option holding the dataset."""
+
+
 @dataclass
 class Evaluator:
-    """The Doctor's periodic evaluation: one ``run`` per evaluated epoch; ``rules.evaluation`` judges them."""
+    """The Doctor's periodic evaluation: one ``run`` per evaluated epoch; ``rules.evaluation`` judges them.
+
+    With a ``train_dataset`` and ``config.label_sample_size`` > 0, the first run keeps a fixed sample of the
+    training set (``train_sample``: the first batches of a fresh iterator, bounded by ``eval_max_batches``,
+    ``label_sample_size`` and ``label_sample_max_mb``) and every run measures the train loss/metric on it; from
+    the same forward pass, ``score_labels`` feeds each sample's class probabilities to ``trajectory``
+    (``analysis.labels.Trajectory``, MSD311). ``last_eval``/``last_train`` hold the last run's outputs and labels
+    for the end-of-run analyses (bounded by ``eval_max_batches`` like the runs themselves).
+    """
 
     eval_dataset: Any
     config: DoctorConfig = field(default_factory=DoctorConfig)
@@ -297,7 +404,20 @@ class Evaluator:
     mode_change: tuple[float, list[str]] | None = None
     metric_skipped: str = ""
     """Why MSD402/MSD404 cannot be judged (no task fits the outputs and labels); "" when they can."""
+    task: Task | None = None
+    """The task the last run inferred from the eval set (None: none fits, or no run yet)."""
+    last_eval: Measured | None = None
+    last_train: Measured | None = None
+    train_sample: list[Batch] | None = None
+    """The fixed training sample (None: not kept, ``label_sample_size=0`` or no train dataset)."""
+    train_sha1: list[str] | None = None
+    """sha1 of each kept training sample's inputs (``row_hashes``)."""
+    trajectory: Any = None
+    """``analysis.labels.Trajectory`` of the training sample's per-sample probabilities, one row per run."""
+    labels_skipped: str = ""
+    """Why the training sample's labels are not scored (the task has no single class per sample...)."""
     _probe: Probe | None = None
+    _sample_labels: np.ndarray | None = None
 
     def run(self, network: nn.Cell, loss_fn: Any, epoch: int, train_loss: float | None = None,
             train_dataset: Any = None) -> EvalRecord:
@@ -316,7 +436,9 @@ class Evaluator:
         evaluated = self._probe.measure(eval_batches, noise=True)
         trained = None
         if train_dataset is not None:
-            trained = self._probe.measure(read_batches(train_dataset, limit), noise=True)
+            train_batches = self._train_batches(train_dataset, limit)
+            trained = self._probe.measure(train_batches, noise=True) if train_batches else None
+        self.last_eval, self.last_train, self.task = evaluated, trained, None
         record = EvalRecord(epoch=epoch, train_loss=trained.loss if trained else train_loss,
                             eval_loss=evaluated.loss, eval_samples=len(evaluated.labels),
                             train_loss_se=trained.loss_se if trained else None, eval_loss_se=evaluated.loss_se)
@@ -325,6 +447,7 @@ class Evaluator:
         except CheckSkipped as why:
             self.metric_skipped = str(why)
         else:
+            self.task = task
             shape = evaluated.outputs.shape
             record.task = task.kind
             record.eval_metric = task.metric(evaluated.outputs, evaluated.labels)
@@ -335,6 +458,96 @@ class Evaluator:
         self.mode_change = self._probe.mode_switch(eval_batches[0])
         self.records.append(record)
         return record
+
+    def _train_batches(self, train_dataset: Any, limit: int) -> list[Batch]:
+        """The fixed training sample (read at the first run), or fresh batches with ``label_sample_size=0``."""
+        config = self.config
+        if config.label_sample_size <= 0:
+            return read_batches(train_dataset, limit)
+        if self.train_sample is None:
+            self.train_sample = read_sample(train_dataset, limit, config.label_sample_size,
+                                            config.label_sample_max_mb * 2 ** 20)
+            self.train_sha1 = row_hashes(self.train_sample)
+        return self.train_sample
+
+    def run_other(self, record: EvalRecord, name: str) -> None:
+        """Score ``record``'s network on another set (``OTHER_SETS``: "target_eval", "holdout") as on the eval
+        set: ``<name>_loss``, ``<name>_metric`` (with the eval set's task), ``<name>_samples``."""
+        dataset = getattr(self.config, OTHER_SETS[name])
+        batches = read_batches(dataset, self.config.eval_max_batches)
+        if not batches:
+            raise CheckSkipped(f"{OTHER_SETS[name]} is empty")
+        measured = self._probe.measure(batches)
+        setattr(record, f"{name}_loss", measured.loss)
+        setattr(record, f"{name}_samples", len(measured.labels))
+        if self.task is not None:
+            setattr(record, f"{name}_metric", self.task.metric(measured.outputs, measured.labels))
+
+    def score_labels(self) -> None:
+        """Add the last run's class probabilities of the training sample to ``trajectory`` (computed from that
+        run's forward pass: no pass of its own). A task without one class per sample (regression, per-token,
+        multi-label) leaves ``labels_skipped`` saying so."""
+        task, trained = self.task, self.last_train
+        if trained is None or self.train_sample is None:
+            return
+        if task is None or not task.per_sample_classes(trained.outputs.shape):
+            self.labels_skipped = (f"the {task.kind} task has no single class label per sample" if task else
+                                   "no classification task fits the outputs and labels")
+            return
+        from mindspore_doctor.analysis.labels import Trajectory
+
+        given = task.class_ids(trained.outputs.shape, trained.labels)
+        if self.trajectory is None:
+            if (given < 0).any() or (task.ignore_index is not None and (given == task.ignore_index).any()):
+                self.labels_skipped = "the training sample holds labels the loss ignores"
+                return
+            self.trajectory, self._sample_labels = Trajectory(given), given
+        self.trajectory.add(task.probabilities(trained.outputs))
+
+    def label_reports(self) -> tuple[list[Any], dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """Confident learning on the last run's eval probabilities (out of sample: "eval") and on the training
+        sample's trajectory ("train-sample"), and the inputs of each source's top ``analysis_top`` suspects
+        (``export.labels.write_label_files``'s ``suspect_inputs``)."""
+        from mindspore_doctor.analysis.labels import label_report
+
+        reports, inputs = [], {}
+        top = self.config.analysis_top
+        evaluated, task = self.last_eval, self.task
+        if evaluated is not None and task is not None and task.per_sample_classes(evaluated.outputs.shape):
+            given = task.class_ids(evaluated.outputs.shape, evaluated.labels)
+            batches, sha1 = self._eval_rows(evaluated.labels)
+            report = label_report(given, task.probabilities(evaluated.outputs), source="eval",
+                                  method="the model's eval-mode probabilities after the last evaluated epoch "
+                                         "(the eval set is not trained on: out of sample)",
+                                  positions_note="index in the order the eval dataset yields its samples",
+                                  sha1=sha1)
+            reports.append(report)
+            positions = [s.position for s in report.flagged[:top]]
+            found = sample_inputs(batches, positions) if batches else None
+            if found is not None:
+                inputs["eval"] = (found, np.asarray(positions, dtype=np.int64))
+        trajectory = self.trajectory
+        if trajectory is not None and trajectory.evaluations:
+            evaluations = trajectory.evaluations
+            report = label_report(self._sample_labels, trajectory.pred_probs(), source="train-sample",
+                                  method=f"eval-mode probabilities of a fixed training sample over {evaluations} "
+                                         f"evaluation{'s' if evaluations != 1 else ''} (trajectory)",
+                                  positions_note="index in the order the training dataset first yielded its samples",
+                                  sha1=self.train_sha1)
+            reports.append(report)
+            positions = [s.position for s in report.flagged[:top]]
+            found = sample_inputs(self.train_sample, positions)
+            if found is not None:
+                inputs["train-sample"] = (found, np.asarray(positions, dtype=np.int64))
+        return reports, inputs
+
+    def _eval_rows(self, labels: np.ndarray) -> tuple[list[Batch] | None, list[str] | None]:
+        """The eval set read again (no forward pass) for its suspects' inputs and sha1, when it yields the same
+        labels in the same order as the last run (a shuffling eval set does not: then neither is given)."""
+        batches = read_batches(self.eval_dataset, self.config.eval_max_batches)
+        if not batches or not np.array_equal(np.concatenate([b[-1] for b in batches]), labels):
+            return None, None
+        return batches, row_hashes(batches)
 
     def to_dict(self) -> dict[str, Any]:
         """The evaluations as plain data, for ``report.meta["evaluation"]`` (JSON report, HTML chart)."""
