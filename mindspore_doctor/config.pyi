@@ -258,6 +258,13 @@ class DoctorConfig:
     leakage_noise_sigmas: float = 3.0
     """MSD309: eval samples found in the training sample must exceed what the training set's own duplicate rate
     predicts by this many standard deviations (short token sequences repeat naturally)."""
+    label_noise_min_rate: float = 0.03
+    """MSD311: warn only when cleanlab's estimated share of wrong labels is above this (the label-noise benchmark:
+    digits, wine and breast_cancer as shipped estimate at most about 0.02, 5 % injected noise 0.05 or more)."""
+    label_noise_min_flagged: int = 10
+    """MSD311: and when at least this many samples are flagged."""
+    label_noise_min_samples: int = 100
+    """MSD311: the least number of scored samples the estimate is judged on (fewer: no finding)."""
     overfit_patience: int = 2
     """MSD401: consecutive evaluations with rising eval loss (while train loss falls) that mean overfitting, and
     evaluations without a new best eval loss that mean it stopped improving (the gap test)."""

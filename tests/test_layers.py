@@ -98,6 +98,7 @@ def _importers(prefix: str) -> dict[str, set[str]]:
 P = "mindspore_doctor."
 MEASURING = (P + "static", P + "data", P + "probes")
 RULES = (P + "rules",)
+ANALYSIS = (P + "analysis",)
 RUNNERS = (P + "runners", P + "sanity_checks", P + "tuner")
 ADAPTERS = (P + "training", P + "cli", P + "demo", P + "distributed")
 EXPORTERS = (P + "export", P + "diagnosis")
@@ -120,6 +121,16 @@ def test_measuring_layers_never_import_the_layers_above():
 
 def test_rules_never_import_measuring_layers_runners_adapters_or_exporters():
     assert _reaching(RULES, MEASURING + RUNNERS + ADAPTERS + EXPORTERS) == {}
+
+
+def test_analysis_is_pure_numbers_in_the_layer_of_the_rules():
+    """analysis/ (numeric analyses the rules judge: label errors, error analysis, the error budget) imports the
+    signals, findings, rule and config at most: no measuring layer, rule, runner, adapter or exporter, no MindSpore."""
+    assert _reaching(ANALYSIS, MEASURING + RULES + RUNNERS + ADAPTERS + EXPORTERS) == {}
+    for name in _importers(P + "analysis"):
+        source = _source(name)
+        assert "import mindspore\n" not in source and "from mindspore " not in source and \
+            "from mindspore." not in source, name
 
 
 def test_the_layer_test_sees_function_level_imports():
@@ -150,6 +161,7 @@ def test_probes_measure_and_do_not_judge():
 
 def test_exporters_and_the_core_do_not_reach_up_into_the_training_adapters():
     for prefix in ("mindspore_doctor.export", "mindspore_doctor.findings", "mindspore_doctor.signals",
+                   "mindspore_doctor.analysis",
                    "mindspore_doctor.config", "mindspore_doctor.catalog", "mindspore_doctor.probes",
                    "mindspore_doctor.static", "mindspore_doctor.data", "mindspore_doctor.rules"):
         for name, targets in _importers(prefix).items():

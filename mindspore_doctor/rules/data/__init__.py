@@ -10,6 +10,8 @@ MSD002). One module per concern:
 - ``size.py``: too few samples for the network (MSD307);
 - ``pairs.py``: the eval set against the training set (MSD308, MSD309);
 - ``label_copy.py``: the regression target copied into an input, MSD205 proven from the data;
+- ``label_errors.py``: labels confident learning says are wrong (MSD311), judged on ``LabelReport``s, not on the
+  ``DataSignals`` (in ``RULES``, not in ``JUDGES``);
 - ``common.py``: what they share.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from mindspore_doctor.rule import Rule
 from mindspore_doctor.rules.data.common import DataRule
 from mindspore_doctor.rules.data.label_copy import label_in_inputs
+from mindspore_doctor.rules.data.label_errors import LABEL_ERRORS, label_error_findings
 from mindspore_doctor.rules.data.labels import CLASS_IMBALANCE, DATA_NOT_SHUFFLED, LABEL_OUT_OF_RANGE
 from mindspore_doctor.rules.data.pairs import TRAIN_EVAL_LEAKAGE, TRAIN_EVAL_MISMATCH
 from mindspore_doctor.rules.data.scale import INPUT_NOT_NORMALIZED, INPUT_OUTLIERS
@@ -25,15 +28,19 @@ from mindspore_doctor.rules.data.values import CONSTANT_FEATURE, NONFINITE_INPUT
 from mindspore_doctor.rules.training import LOSS_SUSPICIOUSLY_LOW
 
 RULES = (NONFINITE_INPUT, CLASS_IMBALANCE, INPUT_OUTLIERS, INPUT_NOT_NORMALIZED, DATA_NOT_SHUFFLED,
-         LABEL_OUT_OF_RANGE, TOO_FEW_SAMPLES, TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE, CONSTANT_FEATURE)
+         LABEL_OUT_OF_RANGE, TOO_FEW_SAMPLES, TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE, CONSTANT_FEATURE, LABEL_ERRORS)
 """The data rules, in code order."""
 
 PAIR_RULES = (TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE)
 """The rules of ``pairs.py``: they compare the eval sample with the training sample, the only ones it is read for."""
 
+REPORT_RULES = (LABEL_ERRORS,)
+"""Rules judged on what the model says once trained (``LabelReport``s: ``label_error_findings``), not on the data
+sample's ``DataSignals``: in the catalog, not among the data checks."""
+
 JUDGES: tuple[tuple[Rule, DataRule], ...] = (
     (LOSS_SUSPICIOUSLY_LOW, label_in_inputs),
-    *((rule, rule.judged_by) for rule in RULES),
+    *((rule, rule.judged_by) for rule in RULES if rule not in REPORT_RULES),
 )
 """(rule, judge): the data checks in catalog order, first the one training rule the data can prove before any step
 (MSD205: its ``judged_by`` reads the loss; ``label_in_inputs`` judges it on the data)."""
