@@ -293,6 +293,9 @@ class DoctorConfig:
     mode_switch_max_change: float = 2.0
     """MSD405: L2 change of the outputs between train and eval mode on one batch, over the smaller output norm,
     above this."""
+    shift_margin: float = 0.25
+    """MSD407: the error on ``target_eval_dataset`` must exceed the eval error by more than this fraction of the
+    eval error (and by more than two standard errors of the difference)."""
     rank_rtol: float = 1e-05
     """MSD501/502: fingerprints within rank_atol + rank_rtol * |value| count as equal across ranks."""
     rank_atol: float = 1e-07

@@ -2,7 +2,9 @@
 
 The engine only evaluates the data in ``knowledge.py``: a symptom matches when
 its code is in the report and its named predicate holds on that code's
-findings; a cause's score is the sum of its matched symptom weights.
+findings; a cause's score is the sum of its matched symptom weights. A cause proposed that way and naming the
+error-budget term that dominates the run's budget (``report.meta["error_budget"]``) gains ``BUDGET_WEIGHT`` (half
+when the term's value is only an upper bound) and the guide's remedies for that term.
 """
 from __future__ import annotations
 
@@ -15,6 +17,10 @@ from mindspore_doctor.diagnosis.knowledge import CAUSES, Cause, Symptom
 from mindspore_doctor.findings import Finding, Report, diagnosis_text
 
 NOT_SYMPTOMS = ("MSD001", "MSD002", "MSD003")
+BUDGET_WEIGHT = 2.0
+"""What a dominant error-budget term adds to the cause that explains it (``Cause.budget_term``)."""
+BUDGET_EVIDENCE = "error budget"
+"""The ``code`` of the evidence entry a dominant budget term adds (not a finding code)."""
 
 
 @dataclass
@@ -22,6 +28,8 @@ class _Context:
     by_code: dict[str, list[Finding]]
     weight_layers: list[str] | None
     """Names of the trainable weight parameters (denominator of layer fractions), when known."""
+    budget: dict[str, Any] | None = None
+    """The run's error budget (``analysis.budget.error_budget``), when there is one."""
 
 
 def _cell_of(finding: Finding) -> str | None:
@@ -149,7 +157,7 @@ class RankedCause:
 
     @property
     def evidence_codes(self) -> list[str]:
-        return sorted({e["code"] for e in self.evidence if e["weight"] > 0})
+        return sorted({e["code"] for e in self.evidence if e["weight"] > 0 and e["code"] != BUDGET_EVIDENCE})
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -210,15 +218,40 @@ def _score(cause: Cause, ctx: _Context) -> RankedCause | None:
     if not any(s.key and s.weight > 0 and _match(s, ctx, still_open=True) is not None for s, _ in matched):
         return None
     score = sum(s.weight for s, _ in matched)
+    possible = sum(s.weight for s in cause.symptoms if s.weight > 0)
+    evidence = [{"code": s.code, "weight": s.weight, "detail": detail} for s, detail in matched]
+    remedies = list(cause.remedies)
+    if cause.budget_term is not None and ctx.budget:
+        possible += BUDGET_WEIGHT
+        support = _budget_support(cause.budget_term, ctx.budget)
+        if support is not None:
+            weight, detail = support
+            score += weight
+            evidence.append({"code": BUDGET_EVIDENCE, "weight": weight, "detail": detail})
+            guide = [str(r) for r in ctx.budget.get("remedies") or ()]
+            remedies = guide + [r for r in remedies if r not in guide]
     if score <= 0:
         return None
-    possible = sum(s.weight for s in cause.symptoms if s.weight > 0)
     return RankedCause(
         id=cause.id, title=cause.title, category=cause.category, score=round(score, 3),
         confidence=max(0.0, min(1.0, score / possible)), explanation=cause.explanation,
-        evidence=[{"code": s.code, "weight": s.weight, "detail": detail} for s, detail in matched],
-        remedies=list(cause.remedies),
+        evidence=evidence, remedies=remedies,
     )
+
+
+def _budget_support(term: str, budget: dict[str, Any]) -> tuple[float, str] | None:
+    """(weight, detail) when ``term`` dominates the budget: ``BUDGET_WEIGHT``, half of it when its value is an
+    upper bound (the target error unknown); None otherwise."""
+    if budget.get("dominant") != term:
+        return None
+    row = next((r for r in budget.get("rows", ()) if r.get("term") == term), {})
+    value = _number(row.get("value"))
+    if value is None:
+        return None
+    upper = row.get("bound") == "upper"
+    shown = f"{value:.1%}" if budget.get("metric") == "error" else f"{value:.4g}"
+    detail = f"{term} dominates the error budget ({'at most ' if upper else ''}{shown})"
+    return (BUDGET_WEIGHT / 2 if upper else BUDGET_WEIGHT), detail
 
 
 def weight_layers_of(history: Any) -> list[str] | None:
@@ -231,12 +264,15 @@ def weight_layers_of(history: Any) -> list[str] | None:
 
 
 def diagnose(report: Report | Iterable[Finding], history: Any = None,
-             weight_layers: Sequence[str] | None = None, causes: Sequence[Cause] = CAUSES) -> Diagnosis:
+             weight_layers: Sequence[str] | None = None, causes: Sequence[Cause] = CAUSES,
+             budget: dict[str, Any] | None = None) -> Diagnosis:
     """Symptoms of ``report`` and the causes they point to, best-supported first.
 
     ``history`` (a ``TrainingHistory``) or ``weight_layers`` gives the weight
     layers, so "MSD210 on >= 80 % of the layers" can be judged; without them a
-    symptom on several layers counts as widespread.
+    symptom on several layers counts as widespread. ``budget``: the run's error
+    budget (default: ``report.meta["error_budget"]``); its dominant term
+    supports the causes that explain it.
     """
     findings = report.findings if isinstance(report, Report) else list(report)
     by_code: dict[str, list[Finding]] = {}
@@ -244,7 +280,9 @@ def diagnose(report: Report | Iterable[Finding], history: Any = None,
         if f.code not in NOT_SYMPTOMS:
             by_code.setdefault(f.code, []).append(f)
     layers = list(weight_layers) if weight_layers is not None else weight_layers_of(history)
-    ctx = _Context(by_code, layers)
+    if budget is None and isinstance(report, Report):
+        budget = report.meta.get("error_budget")
+    ctx = _Context(by_code, layers, budget if isinstance(budget, dict) else None)
     ranked = [r for r in (_score(c, ctx) for c in causes) if r is not None]
     ranked.sort(key=lambda r: (-r.score, -r.confidence, r.id))
     return Diagnosis(symptoms=_symptoms(by_code), causes=ranked)

@@ -10,12 +10,18 @@ first). Categories follow the accuracy-tuning checklist (seed 000) and the
 troubleshooting workflow (seed 003): hyperparameters, data, algorithm/API,
 structure, initialisation, mixed precision, distributed.
 
+A cause may name the error-budget term it explains (``budget_term``, one of ``analysis.budget.TERMS``): when
+the run's budget (``report.meta["error_budget"]``) finds that term dominant, the cause, once a key symptom
+proposes it, gains weight and the guide's remedies for the term, in the guide's order.
+
 To teach the doctor a new cause, add an entry; no code changes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from mindspore_doctor.analysis.budget import BIAS, REMEDIES, SHIFT, VARIANCE
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,8 @@ class Cause:
     explanation: str
     symptoms: tuple[Symptom, ...]
     remedies: tuple[str, ...] = field(default_factory=tuple)
+    budget_term: str | None = None
+    """The error-budget term this cause explains ("avoidable bias", "variance", ...); None: none."""
 
 
 def S(code: str, weight: float, predicate: str | None = None, argument: Any = None, key: bool = False) -> Symptom:
@@ -129,6 +137,7 @@ CAUSES: tuple[Cause, ...] = (
         ("Train for more epochs, or raise the learning rate (range test).",
          "Use a bigger model (more units/layers) and less regularisation.",
          "Check the features carry the information the labels need."),
+        budget_term=BIAS,
     ),
     # --- data ---------------------------------------------------------------------------------
     Cause(
@@ -224,6 +233,7 @@ CAUSES: tuple[Cause, ...] = (
         ),
         ("Get more data or augment it.",
          "Use a smaller model, add regularisation (dropout, weight decay) and early stopping."),
+        budget_term=VARIANCE,
     ),
     Cause(
         "overfitting", "Model overfits the training data", STRUCTURE,
@@ -235,6 +245,7 @@ CAUSES: tuple[Cause, ...] = (
         ("Stop earlier (keep the checkpoint with the best eval loss).",
          "Add more data or augmentation.",
          "Add regularisation: weight decay, dropout, normalisation; or use a smaller model."),
+        budget_term=VARIANCE,
     ),
     Cause(
         "train-eval-mismatch", "Train and eval data preprocessed differently", DATA,
@@ -245,6 +256,17 @@ CAUSES: tuple[Cause, ...] = (
             S("MSD404", 1),
         ),
         ("Apply exactly the same .map() transforms (normalisation, resize, tokenisation) to both pipelines.",),
+    ),
+    Cause(
+        "distribution-shift", "The test distribution differs from the training data", DATA,
+        "The model does clearly worse on validation data drawn from the test distribution than on validation data "
+        "like its training data: more of the same data, regularisation or a bigger model will not close the gap.",
+        (
+            S("MSD407", 4, key=True),
+            S("MSD308", 0.5),
+        ),
+        REMEDIES[SHIFT],
+        budget_term=SHIFT,
     ),
     Cause(
         "train-eval-leakage", "Eval samples leak from the training set", DATA,

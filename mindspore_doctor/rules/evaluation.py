@@ -1,4 +1,4 @@
-"""MSD401-MSD405: judge evaluation signals (plain numbers) against DoctorConfig thresholds.
+"""MSD401-MSD405, MSD407: judge evaluation signals (plain numbers) against DoctorConfig thresholds.
 
 Signals come from ``probes/evaluation.py`` (the Doctor's epoch-end evaluation)
 or from ``sanity()``; every rule here is a pure function over them.
@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
+from mindspore_doctor.analysis.budget import NOISE_SIGMAS, REMEDIES, SHIFT, error_se, metric_error
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.signals import EvalRecord, Metric
 from mindspore_doctor.rule import CHECK_SKIPPED, ERROR, Option, Rule, WARNING
@@ -249,10 +250,85 @@ def mode_switch_inconsistency(relative_change: float | None, cells: Sequence[str
     )]
 
 
+# --- MSD407 -------------------------------------------------------------------------------
+
+
+SHIFT_MARGIN = Option(
+    "shift_margin", 0.25,
+    "MSD407: the error on ``target_eval_dataset`` must exceed the eval error by more than this fraction of the "
+    "eval error (and by more than two standard errors of the difference).",
+)
+DISTRIBUTION_SHIFT = Rule(
+    "MSD407", "distribution-shift", WARNING,
+    "error on the test distribution above the eval error",
+    options=(SHIFT_MARGIN,),
+)
+
+
+def _shift_noise(eval_metric: Metric, target_metric: Metric, eval_n: int | None, target_n: int | None,
+                 last: EvalRecord) -> float | None:
+    """``NOISE_SIGMAS`` standard errors of (target-eval error - eval error): for accuracies the two-proportion
+    test's (pooled error, so a perfect eval split still has noise); for an MSE the losses' standard errors when the
+    losses are those MSEs. None when unknown."""
+    if eval_metric.higher_is_better and target_metric.higher_is_better:
+        if not eval_n or not target_n:
+            return None
+        e, t = metric_error(eval_metric), metric_error(target_metric)
+        pooled = min(max((e * eval_n + t * target_n) / (eval_n + target_n), 0.0), 1.0)
+        return NOISE_SIGMAS * math.sqrt(pooled * (1 - pooled) * (1 / eval_n + 1 / target_n))
+    ses = (error_se(eval_metric, eval_n, last.eval_loss, last.eval_loss_se),
+           error_se(target_metric, target_n, getattr(last, "target_eval_loss", None),
+                    getattr(last, "target_eval_loss_se", None)))
+    return None if None in ses else NOISE_SIGMAS * math.sqrt(sum(se ** 2 for se in ses))
+
+
+@DISTRIBUTION_SHIFT.judge
+def distribution_shift(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Finding]:
+    """MSD407 on the last evaluation: the error on ``target_eval_dataset`` (validation data drawn from the test
+    distribution; ``EvalRecord.target_eval_metric``) exceeds the eval error by more than ``shift_margin`` of the
+    eval error and by more than two standard errors of the difference (sample counts: ``target_eval_samples``,
+    else taken as ``eval_samples``). An unknown noise (an MSE under another loss) counts as none."""
+    last = records[-1] if records else None
+    target_metric = getattr(last, "target_eval_metric", None)
+    if last is None or target_metric is None or last.eval_metric is None:
+        return []
+    eval_error, target_error = metric_error(last.eval_metric), metric_error(target_metric)
+    if eval_error is None or target_error is None:
+        return []
+    eval_n = last.eval_samples
+    target_n = getattr(last, "target_eval_samples", None) or eval_n
+    gap = target_error - eval_error
+    noise = _shift_noise(last.eval_metric, target_metric, eval_n, target_n, last)
+    if gap <= config.shift_margin * eval_error or gap <= (noise or 0.0):
+        return []
+    accuracy = last.eval_metric.higher_is_better
+
+    def show(x: float) -> str:
+        return f"{x:.1%}" if accuracy else f"{x:.4g}"
+
+    def over(n: int | None) -> str:
+        return f" over {n} samples" if n else ""
+
+    what = "error" if accuracy else last.eval_metric.name
+    difference = f"{gap * 100:.1f} points" if accuracy else f"{gap:.4g}"
+    margin = f"{show(noise)} noise (two standard errors), " if noise else ""
+    return [DISTRIBUTION_SHIFT.finding(
+        f"The {what} on target_eval_dataset ({show(target_error)}{over(getattr(last, 'target_eval_samples', None))}) "
+        f"exceeds the {what} on eval_dataset ({show(eval_error)}{over(eval_n)}) by {difference} (beyond "
+        f"{margin}margin {config.shift_margin:.0%} of the eval {what}) at epoch {last.epoch}: the test distribution "
+        "differs from the data the model was trained and validated on.",
+        location={"epoch": last.epoch, "data": "target_eval"},
+        evidence={"metric": what, "eval_error": eval_error, "target_eval_error": target_error, "gap": gap,
+                  "noise": noise, "margin": config.shift_margin, "eval_samples": eval_n,
+                  "target_eval_samples": getattr(last, "target_eval_samples", None), "epoch": last.epoch},
+        suggestion=" ".join(REMEDIES[SHIFT]),
+    )]
+
+
 def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig,
                         mode_change: tuple[float, Sequence[str]] | None = None,
                         metric_skipped: str = "") -> list[Finding]:
-    """MSD401 over all records, MSD402/MSD404 on the last one, MSD405 on ``mode_change`` (relative change,
+    """MSD401 over all records, MSD402/MSD404/MSD407 on the last one, MSD405 on ``mode_change`` (relative change,
     mode-dependent cells): what the Doctor reports at the end of training. ``metric_skipped``: why no metric
     could be measured (MSD002 for MSD402/404), "" when it could.
 
@@ -272,6 +348,7 @@ def evaluation_findings(records: Sequence[EvalRecord], config: DoctorConfig,
         *([] if switch else underfitting(last.train_metric, last.train_baseline, config, epoch=last.epoch)),
         *worse_than_baseline(last.eval_metric, last.baseline, config, data="eval", epoch=last.epoch,
                              samples=last.eval_samples),
+        *distribution_shift(records, config),
         *switch,
     ]
 
@@ -316,4 +393,5 @@ def batch_not_fitted(overfit: dict[str, Any], lr: float | None = None,
     )]
 
 
-RULES = (OVERFITTING, UNDERFITTING, CANNOT_OVERFIT_BATCH, WORSE_THAN_BASELINE, MODE_SWITCH_INCONSISTENCY)
+RULES = (OVERFITTING, UNDERFITTING, CANNOT_OVERFIT_BATCH, WORSE_THAN_BASELINE, MODE_SWITCH_INCONSISTENCY,
+         DISTRIBUTION_SHIFT)

@@ -1,0 +1,108 @@
+"""MSD407 distribution-shift (pure rule on EvalRecords) and the error budget in the ranked diagnosis."""
+from __future__ import annotations
+
+import pytest
+
+from mindspore_doctor.analysis.budget import REMEDIES, SHIFT, VARIANCE, error_budget
+from mindspore_doctor.catalog import make_finding
+from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.diagnosis import diagnose
+from mindspore_doctor.findings import Report
+from mindspore_doctor.rules.evaluation import distribution_shift, evaluation_findings
+from mindspore_doctor.signals import EvalRecord, Metric
+
+CFG = DoctorConfig()
+
+
+def acc(value):
+    return Metric("accuracy", value, True)
+
+
+def shifted(evaluated, target, samples=400, target_samples=400, train=None):
+    r = EvalRecord(epoch=5, task="multiclass", train_loss=0.1, eval_loss=0.2, eval_metric=acc(evaluated),
+                   eval_samples=samples, train_metric=None if train is None else acc(train),
+                   baseline=Metric("accuracy", 0.1, True, "predicting the majority class"))
+    r.target_eval_metric = acc(target)
+    r.target_eval_samples = target_samples
+    return r
+
+
+def test_msd407_names_both_errors_and_sample_counts():
+    found = distribution_shift([shifted(0.96, 0.69, samples=400, target_samples=300)], CFG)
+    assert [f.code for f in found] == ["MSD407"]
+    message = found[0].message
+    assert "31.0% over 300 samples" in message and "4.0% over 400 samples" in message and "27.0 points" in message
+    assert found[0].evidence["target_eval_error"] == pytest.approx(0.31)
+    assert found[0].evidence["noise"] > 0 and found[0].location["data"] == "target_eval"
+    assert found[0].suggestion.startswith(REMEDIES[SHIFT][0])
+    assert "MSD407" in [f.code for f in evaluation_findings([shifted(0.96, 0.69)], CFG)]  # judged with the rest
+
+
+def test_msd407_quiet_within_noise_below_the_margin_or_without_a_target_set():
+    assert distribution_shift([shifted(0.90, 0.85, samples=100, target_samples=100)], CFG) == []  # within noise
+    # 10.0 % vs 11.5 % on 100 000 samples each: real, but under the 25 % margin of the eval error
+    assert distribution_shift([shifted(0.900, 0.885, samples=100000, target_samples=100000)], CFG) == []
+    assert distribution_shift([shifted(0.96, 0.99)], CFG) == []  # the target set is easier
+    plain = shifted(0.96, 0.5)
+    plain.target_eval_metric = None
+    assert distribution_shift([plain], CFG) == [] and distribution_shift([], CFG) == []
+    assert distribution_shift([shifted(0.96, 0.69)], DoctorConfig(shift_margin=10.0)) == []
+
+
+def test_msd407_a_perfect_eval_split_still_has_noise():
+    """0 errors in 50 eval samples vs 1 in 50 target samples is no shift (pooled two-proportion noise)."""
+    assert distribution_shift([shifted(1.0, 0.98, samples=50, target_samples=50)], CFG) == []
+
+
+def test_msd407_on_mse():
+    r = EvalRecord(epoch=2, task="regression", eval_metric=Metric("mse", 0.10, False), eval_samples=500,
+                   eval_loss=0.10, eval_loss_se=0.005)
+    r.target_eval_metric, r.target_eval_loss, r.target_eval_loss_se = Metric("mse", 0.40, False), 0.40, 0.02
+    found = distribution_shift([r], CFG)
+    assert [f.code for f in found] == ["MSD407"] and "mse on target_eval_dataset (0.4" in found[0].message
+    r.target_eval_metric, r.target_eval_loss = Metric("mse", 0.11, False), 0.11
+    assert distribution_shift([r], CFG) == []
+
+
+# --- the budget in the diagnosis -------------------------------------------------------------------------------
+
+
+def _f(code, **kw):
+    return make_finding(code, "x", **kw)
+
+
+def test_a_shift_finding_ranks_the_shift_cause_with_the_guides_remedies():
+    report = Report([_f("MSD407")])
+    report.meta["error_budget"] = error_budget([shifted(0.96, 0.69, train=0.97)], target_error=0.01)
+    top = diagnose(report).top
+    assert top.id == "distribution-shift" and top.remedies[:3] == list(REMEDIES[SHIFT])
+    assert any(e["code"] == "error budget" and "distribution shift dominates" in e["detail"] for e in top.evidence)
+    assert top.evidence_codes == ["MSD407"]
+
+
+def test_the_dominant_term_reorders_causes_and_brings_the_guides_remedies():
+    """MSD401 with MSD405: the mode-misuse cause (3 + 0.5) outranks overfitting (3) until the budget says variance
+    dominates; then overfitting leads, with the guide's variance remedies first and its own after."""
+    findings = [_f("MSD401"), _f("MSD405")]
+    plain = diagnose(Report(list(findings)))
+    assert plain.top.id == "train-eval-mode-misuse"
+    report = Report(list(findings))
+    report.meta["error_budget"] = error_budget([shifted(0.80, 0.80, train=0.99)], target_error=0.01)
+    assert report.meta["error_budget"]["dominant"] == VARIANCE
+    ranked = diagnose(report)
+    assert ranked.top.id == "overfitting"
+    assert ranked.top.remedies[: len(REMEDIES[VARIANCE])] == list(REMEDIES[VARIANCE])
+    assert "Stop earlier (keep the checkpoint with the best eval loss)." in ranked.top.remedies
+    assert "train-eval-mode-misuse" in ranked.cause_ids()
+
+
+def test_a_budget_alone_proposes_no_cause_and_an_upper_bound_weighs_half():
+    report = Report([])
+    report.meta["error_budget"] = error_budget([shifted(0.80, 0.80, train=0.99)], target_error=0.01)
+    assert diagnose(report).causes == []
+    underfit = Report([_f("MSD402")])
+    underfit.meta["error_budget"] = error_budget([shifted(0.5, 0.5, train=0.5)])  # target unknown: bias <= 50 %
+    top = diagnose(underfit).top
+    assert top.id == "training-too-short"
+    budget_evidence = [e for e in top.evidence if e["code"] == "error budget"]
+    assert budget_evidence and budget_evidence[0]["weight"] == 1.0 and "at most" in budget_evidence[0]["detail"]
