@@ -1,10 +1,12 @@
-"""One self-contained HTML file: the diagnosis, the findings table and the training charts.
+"""One self-contained HTML file: the diagnosis, the findings table, the run's analyses (error analysis, error
+budget, label errors) and the training charts.
 
-Charts are matplotlib figures inlined as SVG (text drawn as paths), styles are
-inline: the file opens offline, with no CDN, script or font to fetch.
+Charts are matplotlib figures inlined as SVG (text drawn as paths), the label suspects' thumbnails PNG ``data:``
+URIs, styles are inline: the file opens offline, with no CDN, script or font to fetch.
 """
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import io
 import json
@@ -17,13 +19,18 @@ from typing import Any, Callable
 from mindspore_doctor._io import HISTORY_FILE, HTML_FILE, REPORT_FILE, atomic_write_text
 from mindspore_doctor.catalog import RULES
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.export.summary import spread_evenly
+from mindspore_doctor.export import labels as label_files
+from mindspore_doctor.export.summary import (budget_cell, finite, is_classification, labels_text, number, percent,
+                                             sample_at, scored, spread_evenly)
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.rule_docs import rule_doc_uri as rule_doc_href  # one lookup for every report's rule links
 from mindspore_doctor.signals import TrainingHistory
 
 MAX_HEATMAP_ROWS = 40
 MAX_LINES = 10
+MAX_CLASS_ROWS = 50
+"""Per-class tables show at most this many classes (the worst F1 first when there are more); the JSON has all."""
+MAX_CLASS_BARS = 40
 SEVERITY_COLORS = {"error": "#c62828", "warning": "#ef8f00", "info": "#1565c0"}
 _METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)
 """matplotlib's RDF block only names schema URLs; dropped so the page mentions no external address."""
@@ -316,12 +323,111 @@ def _diagnosis(report: Report, history: TrainingHistory) -> dict[str, Any]:
     }
 
 
+def _bars(groups: list[str], series: dict[str, list[float]], ylabel: str, colors: tuple[str, ...],
+          ylim: tuple[float, float] | None = None, xlabel: str = "") -> str:
+    """Grouped vertical bars: one group per class (or target range), one bar per series."""
+    import numpy as np
+
+    def draw(fig: Any, ax: Any) -> None:
+        x = np.arange(len(groups))
+        width = 0.8 / max(len(series), 1)
+        for i, ((name, values), color) in enumerate(zip(series.items(), colors)):
+            ax.bar(x + (i - (len(series) - 1) / 2) * width, [v if finite(v) else 0.0 for v in values], width,
+                   label=name, color=color)
+        ax.set_xticks(x, groups, fontsize=8, rotation=0 if len(groups) <= 20 else 90)
+        if ylim:
+            ax.set_ylim(*ylim)
+        ax.axhline(0, color="#9e9e9e", linewidth=0.8)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel(xlabel)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+        ax.grid(axis="y", alpha=0.3)
+
+    return figure_svg(draw, height=2.6)
+
+
+def _error_analysis(analysis: dict[str, Any], top: int) -> dict[str, Any]:
+    """``meta["error_analysis"]`` as the template shows it, with a chart per class (or per target range)."""
+    import markupsafe
+
+    view: dict[str, Any] = {"task": analysis.get("task", "?"), "unit": analysis.get("unit", "sample"),
+                            "scored": scored(analysis), "classification": is_classification(analysis),
+                            "number": number, "percent": percent, "labels": labels_text, "at": sample_at}
+    if view["classification"]:
+        per_class = sorted(analysis.get("per_class", []), key=lambda r: str(r["label"]))
+        if all(isinstance(r["label"], int) for r in per_class):
+            per_class.sort(key=lambda r: r["label"])
+        worst = list(analysis.get("worst", []))
+        shown = per_class if len(per_class) <= MAX_CLASS_ROWS else sorted(
+            per_class, key=lambda r: r["f1"] if finite(r["f1"]) else -1)[:MAX_CLASS_ROWS]
+        view.update(per_class=shown, hidden=len(per_class) - len(shown), worst=worst[:top],
+                    confused=analysis.get("confused", [])[:top], top_loss=analysis.get("top_loss", [])[:top])
+        if 0 < len(per_class) <= MAX_CLASS_BARS:
+            view["chart"] = markupsafe.Markup(_bars(
+                [str(r["label"]) for r in per_class],
+                {name: [r.get(k) for r in per_class] for name, k in (("precision", "precision"), ("recall", "recall"),
+                                                                     ("F1", "f1"))},
+                "score", ("#90caf9", "#1565c0", "#2e7d32"), (0, 1.05), "class"))
+    else:
+        ranges = analysis.get("by_target_range", [])
+        view.update(ranges=ranges, top_loss=analysis.get("top_loss", [])[:top])
+        if ranges:
+            view["chart"] = markupsafe.Markup(_bars(
+                [f"[{number(r['low'])}, {number(r['high'])})" for r in ranges],
+                {"MAE": [r.get("mae") for r in ranges], "bias (mean predicted - target)": [r.get("bias") for r in ranges]},
+                "error", ("#c62828", "#1565c0"), None, "target range"))
+    return view
+
+
+def _error_budget(budget: dict[str, Any]) -> dict[str, Any]:
+    metric = budget.get("metric", "error")
+    rows = [{"term": r["term"], "value": budget_cell(r, metric), "bound": r.get("bound"), "note": r.get("note", ""),
+             "dominant": r["term"] == budget.get("dominant")} for r in budget.get("rows", [])]
+    seen = [(what, budget_cell({"value": budget.get(key)}, metric)) for what, key in (
+        ("trivial predictor", "baseline_error"), ("train", "train_error"), ("eval", "eval_error"),
+        ("target eval", "target_eval_error"), ("held-out test", "holdout_error")) if finite(budget.get(key))]
+    return {"metric": metric, "rows": rows, "measured": seen, "dominant": budget.get("dominant"),
+            "remedies": list(budget.get("remedies", [])), "target_source": budget.get("target_source"),
+            "has_bounds": any(r["bound"] for r in rows)}
+
+
+def _data_uri(png: bytes | None) -> str | None:
+    return f"data:image/png;base64,{base64.b64encode(png).decode('ascii')}" if png else None
+
+
+def _label_issues(reports: list[dict[str, Any]], suspects: dict[str, Any], top: int) -> list[dict[str, Any]]:
+    """Each label report (one per source) with its top suspects, a thumbnail where the stored input is an image."""
+    views = []
+    for report in reports:
+        samples = label_files.suspect_samples(suspects, report.get("source", ""))
+        flagged = [{**s, "thumbnail": _data_uri(label_files.thumbnail_png(samples[s["position"]]))
+                    if s["position"] in samples else None} for s in report.get("flagged", [])[:top]]
+        per_class = sorted(report.get("per_class", []), key=lambda c: -(c.get("noise_rate") or 0))
+        views.append({**report, "flagged_count": len(report.get("flagged", [])), "suspects": flagged,
+                      "thumbnails": any(s["thumbnail"] for s in flagged), "per_class": per_class[:MAX_CLASS_ROWS],
+                      "swapped": report.get("swapped", [])[:top]})
+    return views
+
+
+def _analyses(meta: dict[str, Any], run_dir: str | os.PathLike | None, top: int) -> dict[str, Any]:
+    """The analysis sections a report has (``meta`` keys ``error_analysis``, ``error_budget``, ``label_issues``)."""
+    reports = meta.get("label_issues") or []
+    suspects = label_files.read_label_suspects(run_dir) if run_dir is not None and reports else {}
+    return {
+        "error_analysis": _error_analysis(meta["error_analysis"], top) if meta.get("error_analysis") else None,
+        "error_budget": _error_budget(meta["error_budget"]) if meta.get("error_budget") else None,
+        "label_issues": _label_issues(reports, suspects, top),
+        "number": number, "percent": percent, "issues_file": label_files.LABEL_ISSUES_FILE,
+    }
+
+
 def render_html(report: Report, history: TrainingHistory | None = None, title: str = "mindspore_doctor report",
-                config: DoctorConfig | None = None) -> str:
+                config: DoctorConfig | None = None, run_dir: str | os.PathLike | None = None) -> str:
     """The report page as one HTML string (no external resource).
 
     ``config``: the thresholds the charts draw; by default those the run stored in its report (``meta.config``),
-    else the defaults.
+    else the defaults. ``run_dir``: the run's ``summary_dir``, where the label suspects' inputs are
+    (``doctor_label_suspects.npz``, drawn as thumbnails).
     """
     import markupsafe
 
@@ -341,13 +447,17 @@ def render_html(report: Report, history: TrainingHistory | None = None, title: s
             for key, heading, caption in (*CHARTS, *((k, h, c) for k, h, c in META_CHARTS if k in report.meta))
         ],
         has_signals=bool(history.steps),
+        analysis=_analyses(report.meta, run_dir, int(getattr(config, "analysis_top", 20) or 20)),
     )
 
 
 def write_html(report: Report, history: TrainingHistory | None, out_path: str | os.PathLike,
-               title: str = "mindspore_doctor report", config: DoctorConfig | None = None) -> Path:
-    """Render and write the report atomically; returns the path."""
-    return atomic_write_text(out_path, render_html(report, history, title=title, config=config))
+               title: str = "mindspore_doctor report", config: DoctorConfig | None = None,
+               run_dir: str | os.PathLike | None = None) -> Path:
+    """Render and write the report atomically; returns the path. ``run_dir`` (the label suspects' thumbnails)
+    defaults to the folder of ``out_path`` (the run writes its page into its ``summary_dir``)."""
+    run_dir = Path(out_path).parent if run_dir is None else run_dir
+    return atomic_write_text(out_path, render_html(report, history, title=title, config=config, run_dir=run_dir))
 
 
 def write_run_report(run_dir: str | os.PathLike, out_path: str | os.PathLike | None = None) -> Path:
@@ -367,4 +477,5 @@ def write_run_report(run_dir: str | os.PathLike, out_path: str | os.PathLike | N
                    if history_path.is_file() else TrainingHistory())
     except (json.JSONDecodeError, TypeError, KeyError) as exc:
         raise ValueError(f"cannot read the Doctor run in {run}: {exc}") from None
-    return write_html(report, history, out_path or run / HTML_FILE, title=f"mindspore_doctor: {run.name}")
+    return write_html(report, history, out_path or run / HTML_FILE, title=f"mindspore_doctor: {run.name}",
+                      run_dir=run)

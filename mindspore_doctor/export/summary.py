@@ -1,4 +1,5 @@
-"""What the dashboard exports (MindInsight, TensorBoard) plot, and the buffering they share.
+"""What the dashboard exports (MindInsight, TensorBoard) plot, the buffering they share, and the compact text of
+the run's analyses (error analysis, error budget, label errors) that the end of training prints.
 
 Per step a writer only keeps the step's numbers in a buffer; a subclass encodes
 the buffer and appends it to its file every ``flush_seconds`` and at
@@ -11,10 +12,11 @@ import atexit
 import itertools
 import math
 import os
+import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -227,3 +229,137 @@ def _flush_open_writers() -> None:
         writers = list(_open_writers.values())
     for writer in writers:
         writer.flush()
+
+
+# --- the analyses of a run, as text ------------------------------------------------------------------------------
+
+BUDGET_TERMS = ("target error", "avoidable bias", "variance", "distribution shift", "validation-set overfitting")
+"""The error budget's rows, in the order of the troubleshooting guide's decomposition."""
+BOUND_MARKS = {"upper": "≤ ", "lower": "≥ ", None: ""}
+"""A budget value that is a bound, not an estimate: ``≤`` (the true term is at most this), ``≥`` (at least)."""
+
+
+def number(value: Any, digits: int = 3) -> str:
+    """A metric for a table: ``digits`` significant figures, '—' when unknown."""
+    return f"{float(value):.{digits}g}" if finite(value) else "—"
+
+
+def percent(value: Any, digits: int = 1) -> str:
+    return f"{100 * float(value):.{digits}f} %" if finite(value) else "—"
+
+
+def budget_value(value: Any, metric: str) -> str:
+    """An error budget value: a share as a percentage (``error``), a mean squared error as a number."""
+    return percent(value, 2) if metric == "error" else number(value, 4)
+
+
+def budget_cell(row: Mapping[str, Any], metric: str) -> str:
+    """A budget row's value with its bound marked and its noise (``≤ 3.10 % ± 0.80 %``)."""
+    if not finite(row.get("value")):
+        return budget_value(None, metric)
+    noise = f" ± {budget_value(row['noise'], metric)}" if finite(row.get("noise")) and row["noise"] > 0 else ""
+    return BOUND_MARKS.get(row.get("bound"), "") + budget_value(row["value"], metric) + noise
+
+
+def scored(analysis: Mapping[str, Any]) -> str:
+    """``360 samples`` or, per token / pixel / label, ``360 samples, 41200 tokens``."""
+    unit, units = analysis.get("unit", "sample"), analysis.get("units")
+    return f"{analysis.get('samples', '?')} samples" + (f", {units} {unit}s" if unit != "sample" and units else "")
+
+
+def sample_at(row: Mapping[str, Any]) -> str:
+    """``#17`` or, per token / pixel, ``#17 at (3,)``: where a top-loss unit sits."""
+    at = row.get("at")
+    return f"#{row['position']}" + (f" at {tuple(at) if isinstance(at, list) else at}" if at is not None else "")
+
+
+def labels_text(value: Any) -> str:
+    """A class, or a multi-label sample's classes."""
+    return "{" + ", ".join(map(str, value)) + "}" if isinstance(value, (list, tuple)) else str(value)
+
+
+def is_classification(analysis: Mapping[str, Any]) -> bool:
+    return analysis.get("task") != "regression"
+
+
+def worst_classes(analysis: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
+    """The per-class rows of ``analysis["worst"]``, in its order (the worst first)."""
+    rows = {row["label"]: row for row in analysis.get("per_class", [])}
+    return [rows[label] for label in analysis.get("worst", [])[:limit] if label in rows]
+
+
+def _wrapped(head: str, items: Sequence[str], width: int, indent: str = "    ") -> list[str]:
+    return textwrap.wrap(head + "; ".join(items), width, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def error_analysis_lines(analysis: Mapping[str, Any], width: int = 100, top: int = 3) -> list[str]:
+    """A few lines: the worst classes, the most confused pairs, the top-loss samples (regression: the error by
+    target range and the top-loss samples)."""
+    lines = [f"Error analysis ({analysis.get('task', '?')}, the last evaluation's {scored(analysis)}):"]
+    if is_classification(analysis):
+        worst = [f"{r['label']} (recall {number(r['recall'], 2)}, precision {number(r['precision'], 2)}, "
+                 f"F1 {number(r['f1'], 2)}, support {r['support']})" for r in worst_classes(analysis, top)]
+        confused = [f"{c['true']} → {c['predicted']} ×{c['count']} ({percent(c.get('rate'), 0)})"
+                    for c in analysis.get("confused", [])[:top]]
+        losses = [f"{sample_at(s)} {labels_text(s['label'])} → {labels_text(s['predicted'])} (loss {number(s['loss'])})"
+                  for s in analysis.get("top_loss", [])[:top]]
+        for head, items in (("worst classes: ", worst), ("most confused, true → predicted: ", confused),
+                            ("top-loss samples, position label → predicted: ", losses)):
+            if items:
+                lines += _wrapped(head, items, width)
+    else:
+        ranges = analysis.get("by_target_range", [])
+        shown = [f"[{number(r['low'])}, {number(r['high'])}) MAE {number(r['mae'])} bias {number(r['bias'])} "
+                 f"(n={r['count']})" for r in sorted(ranges, key=lambda r: -(r.get("mse") or 0))[:top]]
+        losses = [f"{sample_at(s)} target {number(s['target'])} predicted {number(s['predicted'])} "
+                  f"(loss {number(s['loss'])})" for s in analysis.get("top_loss", [])[:top]]
+        for head, items in (("worst target ranges: ", shown), ("top-loss samples: ", losses)):
+            if items:
+                lines += _wrapped(head, items, width)
+    return lines
+
+
+def error_budget_lines(budget: Mapping[str, Any], width: int = 100, top: int = 3) -> list[str]:
+    """The budget in one line (bounds marked), then the dominant term and its first remedies."""
+    metric = budget.get("metric", "error")
+    rows = [f"{r['term']} {budget_cell(r, metric)}" for r in budget.get("rows", [])]
+    seen = ", ".join(f"{what} {budget_value(budget.get(key), metric)}" for what, key in (
+        ("train", "train_error"), ("eval", "eval_error")) if finite(budget.get(key)))
+    lines = _wrapped(f"Error budget ({metric}{'; ' + seen if seen else ''}): ", rows, width, indent="")
+    dominant = budget.get("dominant")
+    if dominant:
+        remedies = " ".join(f"{i}) {r}" for i, r in enumerate(budget.get("remedies", [])[:top], 1))
+        lines += textwrap.wrap(f"dominant: {dominant}" + (f"; first remedies: {remedies}" if remedies else ""),
+                               width, initial_indent="    ", subsequent_indent="      ")
+    return lines
+
+
+def label_error_lines(report: Mapping[str, Any], width: int = 100, top: int = 3) -> list[str]:
+    """One label report: the estimated noise, the noisiest classes, the most swapped pairs, the top suspects."""
+    flagged = report.get("flagged", [])
+    lines = [f"Label errors ({report.get('source')}: {report.get('samples')} samples, {report.get('classes')} "
+             f"classes): estimated noise {percent(report.get('noise_rate'))}, {len(flagged)} flagged"]
+    noisy = sorted(report.get("per_class", []), key=lambda c: -(c.get("noise_rate") or 0))[:top]
+    noisy = [f"{c['label']} ({percent(c['noise_rate'], 0)} of {c['support']})" for c in noisy if c.get("noise_rate")]
+    swapped = [f"{p['given']} → {p['likely']} ×{p['count']} ({percent(p.get('rate'), 0)} of {p['given']})"
+               for p in report.get("swapped", [])[:top]]
+    suspects = [f"#{s['position']} {s['given']} → {s['likely']} (quality {number(s['quality'], 2)})"
+                for s in flagged[:top]]
+    for head, items in (("noisiest classes: ", noisy), ("most swapped, given → likely: ", swapped),
+                        ("top suspects, position given → likely: ", suspects)):
+        if items:
+            lines += _wrapped(head, items, width)
+    return lines
+
+
+def analysis_text(meta: Mapping[str, Any], width: int = 100, top: int = 3) -> str:
+    """The run's analyses (``meta["error_analysis"]``, ``["error_budget"]``, ``["label_issues"]``) in a few lines
+    each; "" when it has none. Every flagged sample is in ``doctor_label_issues.csv``."""
+    lines: list[str] = []
+    if meta.get("error_analysis"):
+        lines += error_analysis_lines(meta["error_analysis"], width, top)
+    if meta.get("error_budget"):
+        lines += error_budget_lines(meta["error_budget"], width, top)
+    for report in meta.get("label_issues") or []:
+        lines += label_error_lines(report, width, top)
+    return "\n".join(lines)

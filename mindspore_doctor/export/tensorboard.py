@@ -8,7 +8,12 @@ TensorBoard run gets what MindInsight cannot show:
   the end of training;
 * a custom-scalars layout grouping the Doctor's series;
 * the run's configuration on the HParams plugin, with the final loss and
-  finding counts as its metrics, so several runs compare side by side.
+  finding counts as its metrics, so several runs compare side by side;
+* at the end of training, the run's analyses: the error analysis, the error
+  budget and the label errors as Markdown tables (``doctor/error_analysis``,
+  ``doctor/error_budget``, ``doctor/label_errors``), and each label source's
+  top suspects as one captioned image grid (``doctor/label_suspects/<source>``,
+  drawn from ``doctor_label_suspects.npz``).
 
 tensorboardX's synchronous ``EventsWriter`` frames the records; its queue-based
 ``FileWriter`` is not used: it pickles every event through a
@@ -33,7 +38,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from mindspore_doctor._io import HISTORY_FILE, REPORT_FILE
-from mindspore_doctor.export.summary import TAG_PREFIX, BufferedSummaryWriter, finite, unique_file_tag
+from mindspore_doctor.export import labels as label_files
+from mindspore_doctor.export.summary import (TAG_PREFIX, BufferedSummaryWriter, budget_cell, budget_value, finite,
+                                             is_classification, labels_text, number, percent, sample_at, scored,
+                                             unique_file_tag, worst_classes)
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.signals import TrainingHistory
 
@@ -41,6 +49,12 @@ EVENTS_GLOB = "events.out.tfevents.*.doctor"
 """The Doctor's TensorBoard files in a run directory."""
 FINDINGS_TAG = f"{TAG_PREFIX}/findings"
 """The Text plugin's tag of the findings table."""
+ERROR_ANALYSIS_TAG = f"{TAG_PREFIX}/error_analysis"
+ERROR_BUDGET_TAG = f"{TAG_PREFIX}/error_budget"
+LABEL_ERRORS_TAG = f"{TAG_PREFIX}/label_errors"
+SUSPECTS_TAG = f"{TAG_PREFIX}/label_suspects"
+"""The Images plugin's tag prefix of the label suspects' grid: ``doctor/label_suspects/<source>``."""
+GRID_COLUMNS = 10
 HISTOGRAM_BINS = 30
 HPARAM_METRICS = tuple(f"{TAG_PREFIX}/{tag}" for tag in (
     "loss", "findings/error", "findings/warning", "eval/loss", "eval/accuracy", "eval/mse"))
@@ -104,6 +118,95 @@ def findings_markdown(report: Report, diagnosis: Mapping[str, Any] | None = None
     return "\n".join(lines)
 
 
+def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(_cell(v) for v in row) + " |" for row in rows)]
+
+
+def error_analysis_markdown(analysis: Mapping[str, Any], top: int = 20) -> str:
+    """Per class (worst F1 first), the most confused pairs and the top-loss samples; regression: the error by
+    target range and the top-loss samples."""
+    lines = [f"**Error analysis** of the last evaluation: {scored(analysis)}, {analysis.get('task')}. Position: "
+             "the sample's index in the order the eval dataset yields it.", ""]
+    if is_classification(analysis):
+        if analysis.get("worst"):
+            lines += ["Worst classes (lowest F1 first): " + ", ".join(_cell(w) for w in analysis["worst"][:top]), ""]
+        per_class = sorted(analysis.get("per_class", []), key=lambda r: r["f1"] if finite(r["f1"]) else -1)
+        lines += _table(("class", "precision", "recall", "F1", "support"),
+                        [(r["label"], number(r["precision"]), number(r["recall"]), number(r["f1"]), r["support"])
+                         for r in per_class[:max(top, len(worst_classes(analysis, top)))]])
+        if analysis.get("confused"):
+            lines += ["", "Most confused pairs:", ""] + _table(
+                ("true → predicted", "count", "share of the true class"),
+                [(f"{c['true']} → {c['predicted']}", c["count"], percent(c.get("rate")))
+                 for c in analysis["confused"][:top]])
+        if analysis.get("top_loss"):
+            lines += ["", "Top-loss samples:", ""] + _table(
+                ("position", "label", "predicted", "loss", "confidence"),
+                [(sample_at(t), labels_text(t["label"]), labels_text(t["predicted"]), number(t["loss"]),
+                  number(t.get("confidence")))
+                 for t in analysis["top_loss"][:top]])
+    else:
+        lines += _table(("target range", "count", "MSE", "MAE", "bias"),
+                        [(f"[{number(r['low'])}, {number(r['high'])})", r["count"], number(r["mse"]), number(r["mae"]),
+                          number(r["bias"])) for r in analysis.get("by_target_range", [])])
+        if analysis.get("top_loss"):
+            lines += ["", "Top-loss samples:", ""] + _table(
+                ("position", "target", "predicted", "loss"),
+                [(sample_at(t), number(t["target"]), number(t["predicted"]), number(t["loss"]))
+                 for t in analysis["top_loss"][:top]])
+    return "\n".join(lines)
+
+
+def error_budget_markdown(budget: Mapping[str, Any]) -> str:
+    """The budget table (bounds marked ≤/≥, the dominant term in bold), then that term's remedies in order."""
+    metric = budget.get("metric", "error")
+    measured = ", ".join(f"{what} {budget_value(budget.get(key), metric)}" for what, key in (
+        ("trivial predictor", "baseline_error"), ("train", "train_error"), ("eval", "eval_error"),
+        ("target eval", "target_eval_error"), ("held-out test", "holdout_error")) if finite(budget.get(key)))
+    lines = [f"**Error budget** ({metric}): {measured}.", ""]
+    dominant = budget.get("dominant")
+    rows = []
+    for r in budget.get("rows", []):
+        term, value = _cell(r["term"]), budget_cell(r, metric)
+        rows.append((f"**{term}**" if r["term"] == dominant else term, f"**{value}**" if r["term"] == dominant
+                     else value, r.get("note", "")))
+    lines += ["| term | " + metric + " | how it is measured |", "|---|---|---|",
+              *(f"| {t} | {v} | {_cell(n)} |" for t, v, n in rows)]
+    if any(r.get("bound") for r in budget.get("rows", [])):
+        lines += ["", "≤: an upper bound (the true term is at most this); ≥: a lower bound; ± the noise."]
+    if dominant:
+        lines += ["", f"**Dominant: {_cell(dominant)}.** Remedies, in the guide's order:", ""]
+        lines += [f"{i}. {_cell(r)}" for i, r in enumerate(budget.get("remedies", []), 1)]
+    return "\n".join(lines)
+
+
+def label_errors_markdown(reports: list[Mapping[str, Any]], top: int = 20) -> str:
+    """Per source: the estimated noise, the most swapped pairs, the top suspects; every flagged sample is in
+    ``doctor_label_issues.csv``."""
+    lines: list[str] = []
+    for report in reports:
+        flagged = report.get("flagged", [])
+        lines += [f"**Label errors, {_cell(report.get('source'))}**: estimated noise {percent(report.get('noise_rate'))} "
+                  f"of {report.get('samples')} samples ({report.get('classes')} classes), {len(flagged)} flagged. "
+                  f"{_cell(report.get('method', ''))}. Position: {_cell(report.get('positions', ''))}.", ""]
+        if report.get("swapped"):
+            lines += _table(("given → likely", "count", "share of the given class"),
+                            [(f"{p['given']} → {p['likely']}", p["count"], percent(p.get("rate")))
+                             for p in report["swapped"][:top]]) + [""]
+        if flagged:
+            lines += _table(("position", "given", "likely", "label quality", "sha1"),
+                            [(s["position"], s["given"], s["likely"], number(s["quality"], 2), (s.get("sha1") or "")[:12])
+                             for s in flagged[:top]]) + [""]
+        noisy = [c for c in sorted(report.get("per_class", []), key=lambda c: -(c.get("noise_rate") or 0))
+                 if c.get("noise_rate")]
+        if noisy:
+            lines += ["Estimated noise per class: " + ", ".join(
+                f"{_cell(c['label'])} {percent(c['noise_rate'])}" for c in noisy[:top]) + ".", ""]
+    lines.append(f"Every flagged sample: `{label_files.LABEL_ISSUES_FILE}` in the run's directory.")
+    return "\n".join(lines)
+
+
 def _location(finding: Finding) -> str:
     """``Finding.where`` with the source file by its name only: the table is read in a narrow tab."""
     source = finding.location.get("file")
@@ -140,12 +243,15 @@ class TensorBoardWriter(BufferedSummaryWriter):
     updates_every_probe = True  # ~1 ms per tensor: every probe step (1 in 50 by default) is affordable
 
     def __init__(self, summary_dir: str | os.PathLike, *, run_info: Mapping[str, Any] | None = None,
-                 **options: Any) -> None:
+                 analysis_top: int = 20, **options: Any) -> None:
         from tensorboardX import summary
         from tensorboardX.event_file_writer import EventsWriter
         from tensorboardX.proto.event_pb2 import Event
 
         super().__init__(summary_dir, **options)
+        self.analysis_top = analysis_top
+        self.suspects_dir: Path = self.summary_dir
+        """Where :meth:`close` reads ``doctor_label_suspects.npz`` (a conversion's staging folder is not the run's)."""
         self._summary, self._event_cls = summary, Event
         self._events: Any = EventsWriter(str(self.summary_dir / "events"), f".{unique_file_tag()}.doctor")
         self.path = Path(self._events._file_name)  # pylint: disable=protected-access
@@ -224,10 +330,46 @@ class TensorBoardWriter(BufferedSummaryWriter):
                        final: bool = False) -> None:
         """The Text plugin shows one table per step it was written at; the last one is the run's."""
         if not self.closed:
-            table = self._summary.text(FINDINGS_TAG, findings_markdown(report, diagnosis, step=step, final=final))
-            table.value[0].tag = FINDINGS_TAG  # tensorboardX appends "/text_summary"
-            table.value[0].tensor.tensor_shape.ClearField("dim")  # a scalar: shape [1] renders in a wrapper table
-            self._pending.append(self._event(step, table))
+            self._text(FINDINGS_TAG, findings_markdown(report, diagnosis, step=step, final=final), step)
+
+    def _text(self, tag: str, markdown: str, step: int) -> None:
+        table = self._summary.text(tag, markdown)
+        table.value[0].tag = tag  # tensorboardX appends "/text_summary"
+        table.value[0].tensor.tensor_shape.ClearField("dim")  # a scalar: shape [1] renders in a wrapper table
+        self._pending.append(self._event(step, table))
+
+    def write_analysis(self, meta: Mapping[str, Any], step: int, suspects_dir: str | os.PathLike | None = None,
+                       top: int | None = None) -> list[str]:
+        """The run's analyses (``meta["error_analysis"]``, ``["error_budget"]``, ``["label_issues"]``) as text
+        tables, and each label source's top suspects as one image grid (their inputs read from
+        ``doctor_label_suspects.npz`` in ``suspects_dir``, by default ``summary_dir``). ``top``: rows and suspects
+        shown, by default the run's ``analysis_top``. Returns the tags written."""
+        if self.closed:
+            return []
+        top = top or int((meta.get("config") or {}).get("analysis_top") or self.analysis_top)
+        tags = []
+        if meta.get("error_analysis"):
+            self._text(ERROR_ANALYSIS_TAG, error_analysis_markdown(meta["error_analysis"], top), step)
+            tags.append(ERROR_ANALYSIS_TAG)
+        if meta.get("error_budget"):
+            self._text(ERROR_BUDGET_TAG, error_budget_markdown(meta["error_budget"]), step)
+            tags.append(ERROR_BUDGET_TAG)
+        reports = list(meta.get("label_issues") or [])
+        if reports:
+            self._text(LABEL_ERRORS_TAG, label_errors_markdown(reports, top), step)
+            tags.append(LABEL_ERRORS_TAG)
+            stored = label_files.read_label_suspects(self.summary_dir if suspects_dir is None else suspects_dir)
+            for report in reports:
+                samples = label_files.suspect_samples(stored, report.get("source", ""))
+                shown = [s for s in report.get("flagged", [])[:top] if s["position"] in samples]
+                grid = label_files.suspect_grid([samples[s["position"]] for s in shown],
+                                                [f"#{s['position']}: {s['given']} → {s['likely']}" for s in shown],
+                                                columns=GRID_COLUMNS)
+                if grid is not None:
+                    tag = f"{SUSPECTS_TAG}/{report['source']}"
+                    self._pending.append(self._event(step, self._summary.image(tag, grid, dataformats="HWC")))
+                    tags.append(tag)
+        return tags
 
     def _append(self, pending: list[Any]) -> None:
         for item in pending:
@@ -244,6 +386,7 @@ class TensorBoardWriter(BufferedSummaryWriter):
                 self._final_counts(report, episodes)
                 if report is not None:
                     self.write_findings(report, diagnosis, self.last_step, final=True)
+                    self.write_analysis(report.meta, self.last_step, self.suspects_dir)
                 if self._session_end is not None:
                     _stamp_time(self._session_end, "session_end_info", "end_time_secs")
                     self._pending.append(self._event(self.last_step, self._session_end))
@@ -286,6 +429,7 @@ def convert_run(run_dir: str | os.PathLike) -> Path:
     run_info = {"network": report.meta.get("target"), **report.meta.get("run", {})}
     with tempfile.TemporaryDirectory(prefix=".doctor-tensorboard.", dir=run_dir) as staging:
         writer = TensorBoardWriter(staging, run_info=run_info, flush_seconds=float("inf"))
+        writer.suspects_dir = run_dir
         try:
             _write_history(writer, report, history)
             staged = writer.close(report, diagnosis=report.meta.get("diagnosis"))
