@@ -310,13 +310,15 @@ def distribution_shift(records: Sequence[EvalRecord], config: DoctorConfig) -> l
         return f" over {n} samples" if n else ""
 
     what = "error" if accuracy else last.eval_metric.name
-    difference = f"{gap * 100:.1f} points" if accuracy else f"{gap:.4g}"
-    margin = f"{show(noise)} noise (two standard errors), " if noise else ""
+    def diff(x: float) -> str:
+        return f"{x * 100:.1f} points" if accuracy else f"{x:.4g}"
+
+    noisy = f"the noise (± {diff(noise)}, two standard errors) and " if noise else ""
     return [DISTRIBUTION_SHIFT.finding(
         f"The {what} on target_eval_dataset ({show(target_error)}{over(getattr(last, 'target_eval_samples', None))}) "
-        f"exceeds the {what} on eval_dataset ({show(eval_error)}{over(eval_n)}) by {difference} (beyond "
-        f"{margin}margin {config.shift_margin:.0%} of the eval {what}) at epoch {last.epoch}: the test distribution "
-        "differs from the data the model was trained and validated on.",
+        f"exceeds the {what} on eval_dataset ({show(eval_error)}{over(eval_n)}) by {diff(gap)} at epoch "
+        f"{last.epoch}, more than {noisy}the margin ({config.shift_margin:.0%} of the eval {what}): the test "
+        "distribution differs from the data the model was trained and validated on.",
         location={"epoch": last.epoch, "data": "target_eval"},
         evidence={"metric": what, "eval_error": eval_error, "target_eval_error": target_error, "gap": gap,
                   "noise": noise, "margin": config.shift_margin, "eval_samples": eval_n,
