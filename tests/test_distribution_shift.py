@@ -1,6 +1,7 @@
 """MSD407 distribution-shift (pure rule on EvalRecords) and the error budget in the ranked diagnosis."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mindspore_doctor.analysis.budget import REMEDIES, SHIFT, VARIANCE, error_budget
@@ -106,3 +107,44 @@ def test_a_budget_alone_proposes_no_cause_and_an_upper_bound_weighs_half():
     assert top.id == "training-too-short"
     budget_evidence = [e for e in top.evidence if e["code"] == "error budget"]
     assert budget_evidence and budget_evidence[0]["weight"] == 1.0 and "at most" in budget_evidence[0]["detail"]
+
+
+# --- end to end: a real training with a second validation set -------------------------------------------------
+
+
+def _data(n, seed, shift=0.0):
+    import mindspore.dataset as ds
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 8)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.int32)
+    x[:, 0] += shift  # the deployment data: one feature offset
+    return ds.NumpySlicesDataset({"x": x, "label": y}, shuffle=False).batch(32)
+
+
+def _run(target_shift):
+    from mindspore import nn
+    from mindspore.train import Model
+
+    from mindspore_doctor import Doctor
+
+    net = nn.SequentialCell(nn.Dense(8, 32), nn.ReLU(), nn.Dense(32, 2))
+    doctor = Doctor(eval_dataset=_data(512, 1), target_eval_dataset=_data(512, 2, shift=target_shift),
+                    eval_every=1, ignore=["MSD3"], probe_every=32, print_summary=False)
+    loss = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    Model(net, loss, nn.Momentum(net.trainable_params(), 0.05, 0.9)).train(
+        3, _data(1024, 0), callbacks=[doctor], dataset_sink_mode=False)
+    return doctor.report
+
+
+def test_msd407_diagnosed_on_a_shifted_target_set_and_not_on_its_twin():
+    shifted_run = _run(1.5)
+    assert [f.code for f in shifted_run.findings if f.code == "MSD407"] == ["MSD407"]
+    budget = shifted_run.meta["error_budget"]
+    assert budget["dominant"] == SHIFT and budget["target_eval_error"] > 0.2
+    assert shifted_run.meta["diagnosis"]["causes"][0]["id"] == "distribution-shift"
+    analysis = shifted_run.meta["error_analysis"]
+    assert analysis["task"] == "multiclass" and analysis["samples"] == 512
+    same = _run(0.0)
+    assert "MSD407" not in {f.code for f in same.findings}
+    assert same.meta["error_budget"]["dominant"] != SHIFT

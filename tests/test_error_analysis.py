@@ -148,3 +148,57 @@ def test_non_finite_outputs_rank_first_and_stay_valid_json():
 def test_unknown_kind_is_an_error():
     with pytest.raises(ValueError):
         analyse_errors("ranking", np.zeros((2, 2)), np.zeros(2))
+
+
+# --- agreement with the evaluation's own task and metric ----------------------------------------------------------
+
+
+def _tasks():
+    from mindspore import nn
+
+    r = np.random.default_rng(0)
+    ids = r.integers(0, 4, 32)
+    tokens = r.integers(0, 9, (32, 6)).astype(np.int32)
+    tokens[:, 4:] = -100
+    return {
+        "binary-logit": ((32, 1), r.integers(0, 2, (32, 1)).astype(np.float32), nn.BCEWithLogitsLoss()),
+        "binary-flat-probability": ((32,), r.integers(0, 2, 32).astype(np.float32), nn.BCELoss()),
+        "multiclass": ((32, 4), ids.astype(np.int32), nn.CrossEntropyLoss()),
+        "multiclass-onehot": ((32, 4), np.eye(4, dtype=np.float32)[ids], nn.CrossEntropyLoss()),
+        "per-token": ((32, 6, 9), tokens, nn.CrossEntropyLoss(ignore_index=-100)),
+        "segmentation": ((32, 3, 5, 5), r.integers(0, 3, (32, 5, 5)).astype(np.int32), None),
+        "multilabel": ((32, 4), r.integers(0, 2, (32, 4)).astype(np.float32), nn.BCEWithLogitsLoss()),
+        "autoencoder": ((32, 1, 8, 8), r.random((32, 1, 8, 8)).astype(np.float32), nn.MSELoss()),
+        "regression": ((32, 1), r.standard_normal((32, 1)).astype(np.float32), nn.MSELoss()),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_tasks()))
+def test_the_tables_agree_with_the_evaluations_metric(case):
+    """Fed the evaluation's inferred Task, the tables add up to its metric: the recalls weighted by support are the
+    accuracy, the range MSEs weighted by count the MSE, the labels' supports the positives."""
+    from mindspore_doctor.probes.evaluation import infer_task
+
+    shape, labels, loss = _tasks()[case]
+    rng = np.random.default_rng(1)
+    outputs = rng.random(shape) if case == "binary-flat-probability" else rng.standard_normal(shape)
+    task = infer_task(outputs, labels, loss)
+    result = analyse_errors(task.kind, outputs, labels, family=task.family, class_axis=task.class_axis,
+                            threshold=task.threshold, ignore_index=task.ignore_index, top=5)
+    metric = task.metric(outputs, labels).value
+    assert result["task"] == task.kind and result["samples"] == 32 and len(result["top_loss"]) == 5
+    if task.kind in ("binary", "multiclass"):
+        rows = result["per_class"]
+        hits = sum(r["recall"] * r["support"] for r in rows)
+        assert hits / sum(r["support"] for r in rows) == pytest.approx(metric)
+        assert sum(r["support"] for r in rows) == result["units"]
+    elif task.kind == "multilabel":
+        assert [r["support"] for r in result["per_class"]] == labels.sum(axis=0).astype(int).tolist()
+    else:
+        ranges = result["by_target_range"]
+        total = sum(r["count"] * r["mse"] for r in ranges) / sum(r["count"] for r in ranges)
+        assert total == pytest.approx(metric)
+    if case == "per-token":
+        assert result["unit"] == "token" and result["units"] == 32 * 4
+    if case == "segmentation":
+        assert result["unit"] == "pixel" and result["units"] == 32 * 25
