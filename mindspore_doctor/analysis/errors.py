@@ -46,29 +46,17 @@ def _unit(outputs_ndim: int, kind: str) -> str:
     return "sample"
 
 
-def _softmax(scores: np.ndarray) -> np.ndarray:
-    """Class probabilities of rows of class scores; rows that already are probabilities are kept as they are."""
-    if scores.size and (scores >= 0).all() and np.allclose(scores.sum(axis=-1), 1.0, atol=1e-3):
-        return scores
-    shifted = scores - scores.max(axis=-1, keepdims=True)
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        e = np.exp(shifted)
-        return e / e.sum(axis=-1, keepdims=True)
-
-
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + np.exp(-x))
 
 
 def _per_class(truth: np.ndarray, predicted: np.ndarray, labels: list[int]) -> list[dict[str, Any]]:
-    rows = []
-    for label in labels:
-        tp = int(np.sum((truth == label) & (predicted == label)))
-        support = int(np.sum(truth == label))
-        claimed = int(np.sum(predicted == label))
-        rows.append(_prf(label, tp, claimed, support))
-    return rows
+    """Precision, recall, F1 and support of each of ``labels`` (non-negative class ids), counted with bincount."""
+    size = max(labels, default=-1) + 1
+    tp = np.bincount(truth[truth == predicted], minlength=size)
+    support, claimed = np.bincount(truth, minlength=size), np.bincount(predicted, minlength=size)
+    return [_prf(label, int(tp[label]), int(claimed[label]), int(support[label])) for label in labels]
 
 
 def _prf(label: int, tp: int, claimed: int, support: int) -> dict[str, Any]:
@@ -105,28 +93,48 @@ def _class_ids(outputs: np.ndarray, labels: np.ndarray, axis: int) -> np.ndarray
     return labels.reshape(target).astype(np.int64)
 
 
+CHUNK = 1 << 21
+"""Class scores handled at a time (2M floats, 16 MB): the softmax of a large vocabulary never holds more."""
+
+
+def _scores(rows: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(predicted class, probability of the true class, probability of the predicted class) of rows of class
+    scores: a softmax of logits (or log-probabilities); rows that already are probabilities as they are."""
+    predicted = rows.argmax(axis=-1)
+    at = np.arange(rows.shape[0])
+    if rows.size and (rows >= 0).all() and np.allclose(rows.sum(axis=-1), 1.0, atol=1e-3):
+        return predicted, rows[at, truth], rows[at, predicted]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        top = rows.max(axis=-1)
+        norm = np.log(np.exp(rows - top[:, None]).sum(axis=-1)) + top
+        return predicted, np.exp(rows[at, truth] - norm), np.exp(rows[at, predicted] - norm)
+
+
 def _multiclass(outputs: np.ndarray, labels: np.ndarray, class_axis: int, ignore_index: int | None,
                 top: int) -> dict[str, Any]:
     axis = class_axis % outputs.ndim
     ids = _class_ids(outputs, labels, axis)
-    probs = _softmax(np.moveaxis(outputs, axis, -1).astype(np.float64))
-    classes = probs.shape[-1]
+    scores = np.moveaxis(outputs, axis, -1)
+    classes = scores.shape[-1]
     valid = (ids >= 0) & (ids < classes)
     if ignore_index is not None:
         valid &= ids != ignore_index
     where = np.argwhere(valid)  # (units, 1 + positions): sample index, then the unit's place in the sample
     truth = ids[valid]
-    p = probs[valid]
-    predicted = p.argmax(axis=-1)
+    step = max(CHUNK // max(classes, 1), 1)
+    parts = [_scores(scores[tuple(where[i:i + step].T)].astype(np.float64), truth[i:i + step])
+             for i in range(0, truth.size, step)]
+    predicted, p_true, confidence = (np.concatenate([part[k] for part in parts]) if parts else
+                                     np.zeros(0, dtype=np.int64 if k == 0 else np.float64) for k in range(3))
     with np.errstate(divide="ignore", invalid="ignore"):
-        loss = -np.log(np.clip(p[np.arange(truth.size), truth], EPS, 1.0))
-    loss = np.where(np.isfinite(p).all(axis=-1), loss, np.nan)
+        loss = -np.log(np.clip(p_true, EPS, 1.0))
+    loss = np.where(np.isfinite(p_true) & np.isfinite(confidence), loss, np.nan)
     present = sorted(set(np.unique(truth).tolist()) | set(np.unique(predicted).tolist()))
     per_class = _per_class(truth, predicted, present)
     top_loss = []
     for i in _order(loss)[:top]:
         row = {"position": int(where[i, 0]), "label": int(truth[i]), "predicted": int(predicted[i]),
-               "loss": _num(loss[i]), "confidence": _num(p[i, predicted[i]])}
+               "loss": _num(loss[i]), "confidence": _num(confidence[i])}
         if where.shape[1] > 1:
             row["at"] = [int(v) for v in where[i, 1:]]  # the token / pixel inside the sample
         top_loss.append(row)
@@ -146,7 +154,7 @@ def _bce(p: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 def _binary(outputs: np.ndarray, labels: np.ndarray, family: str | None, threshold: float,
             top: int) -> dict[str, Any]:
-    scores = outputs.reshape(-1)
+    scores = outputs.reshape(-1).astype(np.float64)
     truth = (labels.reshape(-1) > 0.5).astype(np.int64)
     predicted = (scores > threshold).astype(np.int64)
     p = _positive_probability(scores, family, threshold)
@@ -162,7 +170,7 @@ def _multilabel(outputs: np.ndarray, labels: np.ndarray, family: str | None, thr
                 top: int) -> dict[str, Any]:
     """Per label: precision/recall/F1 of its positives. Confused (a, b): samples where label ``a`` was missed while
     ``b`` was predicted without being true (rate: share of ``a``'s positives). Top loss: mean BCE per sample."""
-    scores = outputs.reshape(outputs.shape[0], -1)
+    scores = outputs.reshape(outputs.shape[0], -1).astype(np.float64)
     truth = labels.reshape(scores.shape) > 0.5
     predicted = scores > threshold
     p = _positive_probability(scores, family, threshold)
@@ -246,7 +254,9 @@ def analyse_errors(kind: str, outputs: np.ndarray, labels: np.ndarray, *, family
     ``bias``: mean (prediction - target) in the range; ``loss``: the sample's mean squared error (``target`` and
     ``predicted`` are the sample's means when it has several values).
     """
-    outputs = np.asarray(outputs, dtype=np.float64)
+    outputs = np.asarray(outputs)
+    if not np.issubdtype(outputs.dtype, np.floating):
+        outputs = outputs.astype(np.float64)
     labels = np.asarray(labels)
     top = max(int(top), 0)
     if kind == "multiclass":
