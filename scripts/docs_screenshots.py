@@ -15,6 +15,9 @@ over RUN_BASE_DIR on free loopback ports and stopped at the end; a headless Chro
 * html-report.png          doctor_report.html, opened from disk
 * tune-report.png          with --tune-report: the page of ``msdoctor tune --html`` (needs no run, no server)
 * tune-plots.png           the same page at its plots: parameter importance, optimisation history
+* error-analysis.png       with --analysis: the HTML report's Error analysis section (a run with eval_dataset=)
+* html-label-errors.png    with --analysis: the HTML report's Label errors section, thumbnails included
+* tensorboard-label-suspects.png  with --analysis: the label suspects' grid on TensorBoard's Images tab
 
 Each page is photographed once its content is drawn (never a loading spinner); an image over 400 KB is reduced to
 a 256-colour palette.
@@ -22,6 +25,7 @@ a 256-colour palette.
 from __future__ import annotations
 
 import argparse
+import base64
 import io
 import json
 import subprocess
@@ -76,6 +80,21 @@ HTML_REPORT = "return document.querySelectorAll('#findings-table tbody tr').leng
               "&& document.querySelectorAll('figure svg').length > 0;"
 TUNE_REPORT = "return document.querySelectorAll('#trials-table tbody tr').length > 0 " \
               "&& document.querySelectorAll('.chart-section svg').length > 0;"
+
+
+IMAGES_TAB = DEEP_FIND + """
+// Ready when the suspects' grid has loaded (an <img> of the Images dashboard with its pixels).
+return deepAll('img').some(i => i.complete && i.naturalWidth > 400);"""
+ACTUAL_SIZE = DEEP_FIND + """
+// Tick the Images dashboard's "Show actual image size" box; true once it is ticked.
+const box = deepAll('paper-checkbox, mat-checkbox').find(b => b.textContent.includes('actual image size'));
+if (!box) return false;
+if (!(box.checked || box.classList.contains('mat-mdc-checkbox-checked'))) box.click();
+return true;"""
+SECTION_READY = "return document.querySelector(arguments[0]) !== null;"
+SECTION_RECT = """
+const r = document.querySelector(arguments[0]).getBoundingClientRect();
+return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height, document.body.scrollHeight];"""
 
 
 def run_name(base: Path, wanted: str | None) -> str:
@@ -166,11 +185,53 @@ def shoot_run(driver: Any, base: Path, wanted: str | None, out: Path, stack: Exi
           lambda: wait(driver, "HTML report", HTML_REPORT))
 
 
+def save_section(driver: Any, selector: str, path: Path, margin: int = 12) -> None:
+    """One section of a page, whole (the viewport grown to the page for the capture), with a margin around it."""
+    wait(driver, selector, SECTION_READY, selector, settle=0.5)
+    left, top, width, height, page = driver.execute_script(SECTION_RECT, selector)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": VIEWPORT[0], "height": max(VIEWPORT[1], int(page) + 2 * margin), "deviceScaleFactor": 1,
+        "mobile": False})
+    left, top, width, height, _ = driver.execute_script(SECTION_RECT, selector)
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "clip": {
+        "x": max(left - margin, 0), "y": max(top - margin, 0), "width": width + 2 * margin,
+        "height": height + 2 * margin, "scale": 1}})
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": VIEWPORT[0], "height": VIEWPORT[1], "deviceScaleFactor": 1, "mobile": False})
+    png = base64.b64decode(shot["data"])
+    if len(png) > MAX_BYTES:
+        from PIL import Image
+
+        buffer = io.BytesIO()
+        Image.open(io.BytesIO(png)).convert("RGB").quantize(256).save(buffer, "PNG", optimize=True)
+        png = buffer.getvalue()
+    path.write_bytes(png)
+    print(f"{path} ({len(png) // 1024} KB)")
+
+
+def shoot_analysis(driver: Any, base: Path, wanted: str | None, out: Path, stack: ExitStack) -> None:
+    """The run's analyses: the HTML report's error analysis and label errors, TensorBoard's suspects grid."""
+    run = run_name(base, wanted)
+    driver.get((base / run / "doctor_report.html").as_uri())
+    save_section(driver, "#error-analysis", out / "error-analysis.png")
+    save_section(driver, "#label-errors", out / "html-label-errors.png")
+    board = start_server("tensorboard.sh", base, stack)
+
+    def actual_size() -> None:  # "Show actual image size": the grid's captions legible
+        wait(driver, "TensorBoard images", IMAGES_TAB, settle=0.5)
+        wait(driver, "TensorBoard images", ACTUAL_SIZE)
+        wait(driver, "TensorBoard images", IMAGES_TAB, settle=2)
+
+    shoot(driver, out, "tensorboard-label-suspects.png", f"{board}/#images", actual_size)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path, nargs="?", help="run base dir (the parent of the Doctor's summary_dir)")
     parser.add_argument("--run", help="the run's directory name under BASE (default: the only one)")
     parser.add_argument("--tune-report", type=Path, metavar="HTML", help="photograph this msdoctor tune --html page")
+    parser.add_argument("--analysis", action="store_true", help="photograph the run's analyses (error analysis, "
+                        "label errors: HTML and TensorBoard) instead of its dashboards")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
     args = parser.parse_args(argv)
     if args.base is None and args.tune_report is None:
@@ -179,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         driver = browser(stack)
         if args.base is not None:
-            shoot_run(driver, args.base.resolve(), args.run, args.out, stack)
+            photograph = shoot_analysis if args.analysis else shoot_run
+            photograph(driver, args.base.resolve(), args.run, args.out, stack)
         if args.tune_report is not None:
             shoot(driver, args.out, "tune-report.png", args.tune_report.resolve().as_uri(),
                   lambda: wait(driver, "tune report", TUNE_REPORT))

@@ -31,6 +31,8 @@ MAX_LINES = 10
 MAX_CLASS_ROWS = 50
 """Per-class tables show at most this many classes (the worst F1 first when there are more); the JSON has all."""
 MAX_CLASS_BARS = 40
+MAX_PAIR_ROWS = 8
+"""Rows of the label errors' swapped-pair and noisiest-class tables (the JSON report and the CSV have them all)."""
 SEVERITY_COLORS = {"error": "#c62828", "warning": "#ef8f00", "info": "#1565c0"}
 _METADATA = re.compile(r"<metadata>.*?</metadata>", re.S)
 """matplotlib's RDF block only names schema URLs; dropped so the page mentions no external address."""
@@ -404,8 +406,9 @@ def _label_issues(reports: list[dict[str, Any]], suspects: dict[str, Any], top: 
                     if s["position"] in samples else None} for s in report.get("flagged", [])[:top]]
         per_class = sorted(report.get("per_class", []), key=lambda c: -(c.get("noise_rate") or 0))
         views.append({**report, "flagged_count": len(report.get("flagged", [])), "suspects": flagged,
-                      "thumbnails": any(s["thumbnail"] for s in flagged), "per_class": per_class[:MAX_CLASS_ROWS],
-                      "swapped": report.get("swapped", [])[:top]})
+                      "thumbnails": any(s["thumbnail"] for s in flagged),
+                      "per_class": [c for c in per_class if c.get("noise_rate")][:MAX_PAIR_ROWS],
+                      "swapped": report.get("swapped", [])[:MAX_PAIR_ROWS]})
     return views
 
 

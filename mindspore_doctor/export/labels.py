@@ -174,9 +174,9 @@ def thumbnail_png(sample: Any, side: int = THUMBNAIL_SIDE) -> bytes | None:
 
 
 def suspect_grid(samples: Sequence[Any], captions: Sequence[str], columns: int = 8,
-                 cell_inches: float = 1.3) -> np.ndarray | None:
-    """The samples' thumbnails in a grid, each captioned (``#position given → likely``), as one ``(H, W, 3)``
-    uint8 picture (TensorBoard's image tab shows it as is); None when no sample is an image."""
+                 cell_inches: float = 1.1, title: str = "") -> np.ndarray | None:
+    """The samples' thumbnails in a grid, each captioned (``#position: given → likely``), under ``title``, as one
+    ``(H, W, 3)`` uint8 picture (TensorBoard's image tab shows it as is); None when no sample is an image."""
     images = [(image_of(s), c) for s, c in zip(samples, captions)]
     images = [(i, c) for i, c in images if i is not None]
     if not images:
@@ -188,14 +188,16 @@ def suspect_grid(samples: Sequence[Any], captions: Sequence[str], columns: int =
 
     columns = max(1, min(columns, len(images)))
     rows = -(-len(images) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(cell_inches * columns, (cell_inches + 0.25) * rows),
-                             squeeze=False, dpi=100)
+    fig, axes = plt.subplots(rows, columns, figsize=(cell_inches * columns, (cell_inches + 0.25) * rows
+                                                     + (0.35 if title else 0)), squeeze=False, dpi=100)
     try:
         for ax in axes.ravel():
             ax.axis("off")
         for ax, (image, caption) in zip(axes.ravel(), images):
             ax.imshow(image, cmap="gray", vmin=0.0, vmax=1.0, interpolation="nearest")
             ax.set_title(caption, fontsize=8)
+        if title:
+            fig.suptitle(title, fontsize=9, x=0.01, ha="left")
         fig.tight_layout(pad=0.3)
         fig.canvas.draw()
         return np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()

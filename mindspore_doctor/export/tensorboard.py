@@ -54,7 +54,7 @@ ERROR_BUDGET_TAG = f"{TAG_PREFIX}/error_budget"
 LABEL_ERRORS_TAG = f"{TAG_PREFIX}/label_errors"
 SUSPECTS_TAG = f"{TAG_PREFIX}/label_suspects"
 """The Images plugin's tag prefix of the label suspects' grid: ``doctor/label_suspects/<source>``."""
-GRID_COLUMNS = 10
+GRID_COLUMNS = 8
 HISTOGRAM_BINS = 30
 HPARAM_METRICS = tuple(f"{TAG_PREFIX}/{tag}" for tag in (
     "loss", "findings/error", "findings/warning", "eval/loss", "eval/accuracy", "eval/mse"))
@@ -364,7 +364,8 @@ class TensorBoardWriter(BufferedSummaryWriter):
                 shown = [s for s in report.get("flagged", [])[:top] if s["position"] in samples]
                 grid = label_files.suspect_grid([samples[s["position"]] for s in shown],
                                                 [f"#{s['position']}: {s['given']} → {s['likely']}" for s in shown],
-                                                columns=GRID_COLUMNS)
+                                                columns=GRID_COLUMNS, title=f"{report['source']}: the most "
+                                                "suspect labels first; #position: given label → likely class")
                 if grid is not None:
                     tag = f"{SUSPECTS_TAG}/{report['source']}"
                     self._pending.append(self._event(step, self._summary.image(tag, grid, dataformats="HWC")))
