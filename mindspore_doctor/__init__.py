@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 from mindspore_doctor.findings import Finding, Report, Severity
 
 __version__ = "0.1.0"
-__all__ = ["Doctor", "Finding", "Report", "Severity", "check_data", "lint", "sanity", "tune", "__version__"]
+__all__ = ["Doctor", "Finding", "Report", "Severity", "check_data", "find_label_errors", "lint", "sanity", "tune",
+           "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from mindspore_doctor.training.callback import Doctor
     from mindspore_doctor.runners.check_data import check_data
+    from mindspore_doctor.runners.labels import find_label_errors
     from mindspore_doctor.sanity_checks import sanity
     from mindspore_doctor.runners.lint import lint
     from mindspore_doctor.tuner import tune
@@ -27,6 +29,7 @@ _LAZY = {
     "Doctor": ("mindspore_doctor.training.callback", "Doctor"),
     "check_data": ("mindspore_doctor.runners.check_data", "check_data"),
     "sanity": ("mindspore_doctor.sanity_checks", "sanity"),
+    "find_label_errors": ("mindspore_doctor.runners.labels", "find_label_errors"),
     "tune": ("mindspore_doctor.tuner", "tune"),
 }
 

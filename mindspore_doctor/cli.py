@@ -266,6 +266,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_tune_arguments(tune)
     tune.set_defaults(handler=run_tune_command)
 
+    labels = sub.add_parser("labels", help="label errors of a training set from K-fold out-of-sample scores "
+                            "(cleanlab)")
+    from mindspore_doctor.runners.labels import add_labels_arguments, run_labels_command
+
+    add_labels_arguments(labels)
+    labels.set_defaults(handler=run_labels_command)
+
     report = sub.add_parser("report", help="render a finished run (its summary_dir)")
     report.add_argument("run_dir", metavar="RUN_DIR")
     report.add_argument("--html", metavar="OUT", help="write an HTML report here")
@@ -287,7 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if not getattr(args, "handler", None):
-            raise UsageError("missing COMMAND (lint, demo, sanity, tune, report, rules, rule); see `msdoctor --help`")
+            raise UsageError("missing COMMAND (lint, demo, sanity, tune, labels, report, rules, rule); "
+                             "see `msdoctor --help`")
         return args.handler(args)
     except UsageError as exc:
         print(f"msdoctor: {exc}", file=sys.stderr)
