@@ -164,16 +164,38 @@ def test_the_trajectory_keeps_running_sums():
     size = traj.nbytes
     for probs in seen[1:]:
         traj.add(probs)
-    assert traj.evaluations == 7 and traj.nbytes == size  # bounded: no array per evaluation
+    assert traj.evaluations == 7 and traj.nbytes == size + 6 * 8  # bounded: one number per evaluation, no array
     stack = np.stack(seen)
     given = stack[:, np.arange(50), labels]
     other = stack.copy()
     other[:, np.arange(50), labels] = -1
-    np.testing.assert_allclose(traj.pred_probs(), stack.mean(axis=0))
+    np.testing.assert_allclose(traj.mean_probs(), stack.mean(axis=0))
+    early = traj.early_evaluations
+    np.testing.assert_allclose(traj.pred_probs(), stack[:early].mean(axis=0))
+    assert traj.agreement == [float((p.argmax(1) == labels).mean()) for p in seen]
     np.testing.assert_allclose(traj.last_probs(), seen[-1])
     np.testing.assert_allclose(traj.confidence(), given.mean(axis=0))
     np.testing.assert_allclose(traj.variability(), given.std(axis=0), atol=1e-7)
     np.testing.assert_allclose(traj.aum(), (given - other.max(axis=2)).mean(axis=0))
+
+
+def test_the_trajectory_leaves_out_the_evaluations_after_memorisation():
+    """Agreement with the given labels rises fast (0.5, 0.8), plateaus (0.82: +0.02, 0.825: +0.005 -> plateau),
+    then creeps up as the wrong labels are memorised (0.84 > 0.825 + 0.01): cleanlab gets the first 4."""
+    labels = np.zeros(200, dtype=np.int64)
+    traj = Trajectory(labels)
+    for share in (0.5, 0.8, 0.82, 0.825, 0.84, 0.9, 1.0):
+        probs = np.tile([0.3, 0.7], (200, 1))
+        probs[: int(round(share * 200))] = [0.7, 0.3]
+        traj.add(probs)
+    assert traj.memorising_from == 5 and traj.early_evaluations == 4 and traj.evaluations == 7
+    np.testing.assert_allclose(traj.pred_probs()[:, 0].mean(), 0.3 + 0.4 * np.mean([0.5, 0.8, 0.82, 0.825]))
+    still = Trajectory(labels)  # still learning: every evaluation is early
+    for share in (0.2, 0.4, 0.6, 0.8):
+        probs = np.tile([0.3, 0.7], (200, 1))
+        probs[: int(round(share * 200))] = [0.7, 0.3]
+        still.add(probs)
+    assert still.memorising_from is None and still.early_evaluations == 4
 
 
 def test_the_trajectory_rejects_what_it_cannot_use():

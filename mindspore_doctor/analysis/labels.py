@@ -196,27 +196,48 @@ def label_report(labels: Any, pred_probs: Any, *, source: str, method: str, posi
     return report
 
 
+PLATEAU_GAIN = 0.01
+"""The early-learning phase ends at the first evaluation that raises the sample's agreement with its given labels by
+less than this (the plateau) ..."""
+MEMORISATION_MARGIN = 0.01
+"""... and memorisation starts at the first one whose agreement exceeds the plateau's by more than this."""
+
+
 class Trajectory:
     """Class probabilities of a fixed set of ``n`` training samples across evaluations, as running sums.
 
-    Memory: two ``(n, k)`` float64 arrays (the sum of the probabilities and the last ones) and three ``(n,)``
-    arrays, whatever the number of evaluations (``nbytes``).
+    Memory: three ``(n, k)`` float64 arrays (the sum of all evaluations' probabilities, the sum of the early ones,
+    the last ones), three ``(n,)`` arrays and one number per evaluation, whatever the number of evaluations
+    (``nbytes``).
 
-    ``pred_probs()`` is what cleanlab gets: the **mean over all evaluations**. Measured by
-    ``scripts/bench_labels.py`` (docs/label-noise-benchmark.md), on digits 10 % symmetric noise, MLP, 30 epochs,
-    cleanlab's F1 of the flagged samples against the flipped ones:
+    ``pred_probs()`` is what cleanlab gets: the **mean over the evaluations before memorisation** (``early_probs``).
+    A network learns the clean structure first and memorises the wrong labels later (early learning): the sample's
+    agreement with its given labels rises fast, plateaus near the share of right labels, then creeps up as the wrong
+    labels are fitted. The early phase ends at the first evaluation whose agreement exceeds the plateau (the
+    agreement at the first evaluation that raised it by less than ``PLATEAU_GAIN``) by more than
+    ``MEMORISATION_MARGIN``; later evaluations still count in ``mean_probs`` and the cartography/AUM arrays, not in
+    what cleanlab gets. Without a plateau (still learning) every evaluation is early.
+
+    Chosen by measurement (``scripts/bench_labels.py``, plain loop, 80 % training split, Adam 1e-3, an evaluation
+    per epoch; F1 of cleanlab's flags against the flipped labels / estimated noise rate):
     CHOICE_TABLE
-    The mean keeps the early epochs, where the network has learnt the clean structure but not yet memorised the
-    wrong labels (early learning); the last evaluation is in-sample and has memorised many of them.
+    The mean over all evaluations and the last evaluation are in-sample once the wrong labels are memorised: their
+    noise estimates fall towards 0 and recall with them.
     """
 
-    def __init__(self, labels: Any, *, ema: float = 0.5) -> None:
+    def __init__(self, labels: Any) -> None:
         self.labels = _as_labels(labels, None, None)
         self.evaluations = 0
-        self.ema_weight = float(ema)
+        self.early_evaluations = 0
+        """Evaluations before memorisation (averaged into ``pred_probs``)."""
+        self.agreement: list[float] = []
+        """Per evaluation: the share of samples whose most likely class is their given label."""
         self._sum: np.ndarray | None = None
+        self._early: np.ndarray | None = None
         self._last: np.ndarray | None = None
-        self._ema: np.ndarray | None = None
+        self._plateau: float | None = None
+        self.memorising_from: int | None = None
+        """The 1-based evaluation from which the network memorises (None: not seen)."""
         n = self.labels.size
         self._confidence = np.zeros(n)
         self._confidence_sq = np.zeros(n)
@@ -239,13 +260,20 @@ class Trajectory:
             raise ValueError(f"{n} rows of probabilities for {self.samples} tracked samples")
         if self._sum is None:
             _as_labels(self.labels, n, k)
-            self._sum = np.zeros((n, k))
-            self._ema = p.copy()
+            self._sum, self._early = np.zeros((n, k)), np.zeros((n, k))
         elif k != self._sum.shape[1]:
             raise ValueError(f"{k} classes of probabilities, the first evaluation had {self._sum.shape[1]}")
-        else:
-            self._ema = (1.0 - self.ema_weight) * self._ema + self.ema_weight * p
+        agreement = float(np.mean(p.argmax(axis=1) == self.labels)) if n else 0.0
+        if self.memorising_from is None:
+            if self._plateau is None and self.agreement and agreement - self.agreement[-1] < PLATEAU_GAIN:
+                self._plateau = agreement
+            if self._plateau is not None and agreement > self._plateau + MEMORISATION_MARGIN:
+                self.memorising_from = self.evaluations + 1
+        self.agreement.append(agreement)
         self._sum += p
+        if self.memorising_from is None:
+            self._early += p
+            self.early_evaluations += 1
         self._last = p
         rows = np.arange(n)
         given = p[rows, self.labels]
@@ -262,20 +290,21 @@ class Trajectory:
         return self.evaluations
 
     def mean_probs(self) -> np.ndarray:
+        """The mean over all evaluations."""
         return self._sum / self._need()
+
+    def early_probs(self) -> np.ndarray:
+        """The mean over the evaluations before memorisation (the first evaluation at least)."""
+        self._need()
+        return self._early / self.early_evaluations
 
     def last_probs(self) -> np.ndarray:
         self._need()
         return self._last.copy()
 
-    def ema_probs(self) -> np.ndarray:
-        """Exponential moving average of the probabilities (weight ``ema`` on the newest evaluation)."""
-        self._need()
-        return self._ema.copy()
-
     def pred_probs(self) -> np.ndarray:
-        """What cleanlab gets: the mean probabilities over all evaluations (see the class docstring)."""
-        return self.mean_probs()
+        """What cleanlab gets: the mean over the evaluations before memorisation (see the class docstring)."""
+        return self.early_probs()
 
     def confidence(self) -> np.ndarray:
         """Cartography confidence: the mean probability of the given label across evaluations."""
@@ -293,5 +322,6 @@ class Trajectory:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.labels, self._sum, self._last, self._ema, self._confidence, self._confidence_sq, self._margin)
-        return int(sum(a.nbytes for a in arrays if a is not None))
+        arrays = (self.labels, self._sum, self._early, self._last, self._confidence, self._confidence_sq,
+                  self._margin)
+        return int(sum(a.nbytes for a in arrays if a is not None)) + 8 * len(self.agreement)
