@@ -19,6 +19,7 @@ from mindspore_doctor.analysis.labels import label_report
 from mindspore_doctor.export import html, labels, tensorboard as tb
 from mindspore_doctor.export.summary import analysis_text
 from mindspore_doctor.findings import Report
+from test_html_browser import browser  # noqa: F401  (fixture)
 
 CLASSES = 4
 SECTIONS = {"error_analysis": "error-analysis", "error_budget": "error-budget", "label_issues": "label-errors"}
@@ -288,3 +289,21 @@ def test_tensorboard_conversion_of_a_finished_run_draws_the_analyses(meta, tmp_p
     tags = _events(tmp_path).Tags()
     assert tags["images"] == [f"{tb.SUSPECTS_TAG}/eval"]
     assert {tb.ERROR_ANALYSIS_TAG, tb.ERROR_BUDGET_TAG, tb.LABEL_ERRORS_TAG} <= set(tags["tensors"])
+
+
+@pytest.mark.slow
+def test_analysis_sections_render_in_chromium(meta, tmp_path, browser):  # noqa: F811
+    """The sections in a real browser, opened from disk: thumbnails decoded, the chart drawn, no console error."""
+    from selenium.webdriver.common.by import By
+
+    _run_dir(tmp_path, meta, np.random.default_rng(8).uniform(size=(80, 28, 28, 3)))
+    page = html.write_run_report(tmp_path)
+    browser.get(page.as_uri())
+    thumbnails = browser.find_elements(By.CSS_SELECTOR, "#label-errors figure.suspect img")
+    assert len(thumbnails) == len(meta["label_issues"][0]["flagged"])
+    assert all(browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth", img) == 84
+               for img in thumbnails)  # 28 px x 3
+    chart = browser.find_element(By.CSS_SELECTOR, "#error-analysis figure svg")
+    assert chart.size["width"] > 400
+    assert browser.find_element(By.CSS_SELECTOR, "#error-budget tr.dominant").text.startswith("variance")
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
