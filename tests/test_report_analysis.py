@@ -187,6 +187,9 @@ def test_label_files_refuse_inputs_that_do_not_match_positions(tmp_path):
     with pytest.raises(ValueError, match="3 input"):
         labels.write_label_files(tmp_path, [], {"eval": (np.zeros((3, 4)), np.arange(2))})
     assert labels.read_label_suspects(tmp_path) == {}
+    ragged = [np.zeros((2, 3)), np.zeros((4, 5))]
+    assert labels.write_label_files(tmp_path, [], {"eval": (ragged, np.arange(2))}) == [
+        tmp_path / labels.LABEL_ISSUES_FILE]  # no npz: nothing to draw
     (tmp_path / labels.LABEL_SUSPECTS_FILE).write_bytes(b"not a zip")
     assert labels.read_label_suspects(tmp_path) == {}  # a broken file costs the thumbnails, not the report
 

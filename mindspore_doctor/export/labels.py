@@ -46,7 +46,8 @@ def write_label_files(summary_dir: str | os.PathLike, reports: Iterable[Any],
                       suspect_inputs: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None) -> list[Path]:
     """Write ``doctor_label_issues.csv`` (every flagged sample of every report) and, when ``suspect_inputs`` has any,
     ``doctor_label_suspects.npz`` (``{source: (inputs, positions)}``, inputs ``(m, ...)`` in the order of
-    ``positions`` ``(m,)``). Returns the paths written.
+    ``positions`` ``(m,)``; a source whose samples differ in shape, or are not arrays of numbers or strings, is left
+    out). Returns the paths written.
 
     ``reports``: ``analysis.labels.LabelReport`` objects or their ``to_dict()``.
     """
@@ -54,10 +55,15 @@ def write_label_files(summary_dir: str | os.PathLike, reports: Iterable[Any],
     written = [atomic_write_text(folder / LABEL_ISSUES_FILE, label_issues_csv(reports))]
     arrays: dict[str, np.ndarray] = {}
     for source, (inputs, positions) in (suspect_inputs or {}).items():
-        inputs, positions = np.asarray(inputs), np.asarray(positions).astype(np.int64).ravel()
-        if inputs.dtype == object or len(inputs) != len(positions):
-            raise ValueError(f"label suspects of {source!r}: {len(inputs)} input(s) for {len(positions)} position(s)"
-                             if inputs.dtype != object else f"label suspects of {source!r}: inputs of unequal shapes")
+        positions = np.asarray(positions).astype(np.int64).ravel()
+        try:
+            inputs = np.asarray(inputs)
+        except ValueError:  # samples of unequal shapes (numpy >= 1.24 refuses the ragged array)
+            continue
+        if inputs.dtype == object:  # ragged, or not numbers: no thumbnail to draw, the CSV names them
+            continue
+        if len(inputs) != len(positions):
+            raise ValueError(f"label suspects of {source!r}: {len(inputs)} input(s) for {len(positions)} position(s)")
         if len(positions):
             arrays[_npz_key(source, "inputs")] = inputs
             arrays[_npz_key(source, "positions")] = positions
