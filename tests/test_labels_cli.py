@@ -88,9 +88,9 @@ def _errors(err: str) -> list[str]:
 def test_the_folds_find_most_injected_flips_and_warn(target, tmp_path, capsys):
     out_csv, run_dir = tmp_path / "flagged.csv", tmp_path / "run"
     code = main(["labels", "labels_target:build", "--data", "labels_target:make_data", "--folds", "5", "--epochs",
-                 "8", "--csv", str(out_csv), "--summary-dir", str(run_dir), "--top", "5"])
+                 "8", "--csv", str(out_csv), "--summary-dir", str(run_dir), "--top", "5", "--fail-on-noise"])
     out, err = capsys.readouterr()
-    assert code == 0, err
+    assert code == 1, err  # MSD311 under --fail-on-noise; 0 without it
     assert "500 samples, 10 classes; 5-fold out-of-sample probabilities" in out
     assert "estimated label noise:" in out and "most swapped" in out and "top suspects" in out
     assert "warning MSD311 [label-errors]" in out
@@ -116,7 +116,7 @@ def test_the_folds_find_most_injected_flips_and_warn(target, tmp_path, capsys):
 
 def test_clean_digits_get_no_warning_and_json_reports_it(target, capsys):
     code = main(["labels", "labels_target:build", "--data", "labels_target:make_clean", "--folds", "5", "--epochs",
-                 "8", "--json", "--quiet"])
+                 "8", "--json", "--quiet", "--fail-on-noise"])
     out, err = capsys.readouterr()
     assert code == 0, err
     result = json.loads(out)
