@@ -21,7 +21,7 @@ from mindspore_doctor.catalog import RULES
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.export import labels as label_files
 from mindspore_doctor.export.summary import (budget_cell, finite, is_classification, labels_text, number, percent,
-                                             sample_at, scored, spread_evenly)
+                                             sample_at, scored, sentence, spread_evenly)
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.rule_docs import rule_doc_uri as rule_doc_href  # one lookup for every report's rule links
 from mindspore_doctor.signals import TrainingHistory
@@ -376,7 +376,8 @@ def _error_analysis(analysis: dict[str, Any], top: int) -> dict[str, Any]:
         if ranges:
             view["chart"] = markupsafe.Markup(_bars(
                 [f"[{number(r['low'])}, {number(r['high'])})" for r in ranges],
-                {"MAE": [r.get("mae") for r in ranges], "bias (mean predicted - target)": [r.get("bias") for r in ranges]},
+                {"MAE": [r.get("mae") for r in ranges],
+                 "bias (mean predicted - target)": [r.get("bias") for r in ranges]},
                 "error", ("#c62828", "#1565c0"), None, "target range"))
     return view
 
@@ -420,7 +421,7 @@ def _analyses(meta: dict[str, Any], run_dir: str | os.PathLike | None, top: int)
         "error_analysis": _error_analysis(meta["error_analysis"], top) if meta.get("error_analysis") else None,
         "error_budget": _error_budget(meta["error_budget"]) if meta.get("error_budget") else None,
         "label_issues": _label_issues(reports, suspects, top),
-        "number": number, "percent": percent, "issues_file": label_files.LABEL_ISSUES_FILE,
+        "number": number, "percent": percent, "sentence": sentence, "issues_file": label_files.LABEL_ISSUES_FILE,
     }
 
 

@@ -273,6 +273,12 @@ def sample_at(row: Mapping[str, Any]) -> str:
     return f"#{row['position']}" + (f" at {tuple(at) if isinstance(at, list) else at}" if at is not None else "")
 
 
+def sentence(text: Any) -> str:
+    """``text`` as a sentence: a capital first letter, a full stop at the end ("" stays "")."""
+    text = str(text or "").strip()
+    return text[:1].upper() + text[1:] + ("" if not text or text.endswith((".", "!", "?")) else ".")
+
+
 def labels_text(value: Any) -> str:
     """A class, or a multi-label sample's classes."""
     return "{" + ", ".join(map(str, value)) + "}" if isinstance(value, (list, tuple)) else str(value)
@@ -301,7 +307,8 @@ def error_analysis_lines(analysis: Mapping[str, Any], width: int = 100, top: int
                  f"F1 {number(r['f1'], 2)}, support {r['support']})" for r in worst_classes(analysis, top)]
         confused = [f"{c['true']} → {c['predicted']} ×{c['count']} ({percent(c.get('rate'), 0)})"
                     for c in analysis.get("confused", [])[:top]]
-        losses = [f"{sample_at(s)} {labels_text(s['label'])} → {labels_text(s['predicted'])} (loss {number(s['loss'])})"
+        losses = [f"{sample_at(s)} {labels_text(s['label'])} → {labels_text(s['predicted'])} "
+                  f"(loss {number(s['loss'])})"
                   for s in analysis.get("top_loss", [])[:top]]
         for head, items in (("worst classes: ", worst), ("most confused, true → predicted: ", confused),
                             ("top-loss samples, position label → predicted: ", losses)):

@@ -41,7 +41,7 @@ from mindspore_doctor._io import HISTORY_FILE, REPORT_FILE
 from mindspore_doctor.export import labels as label_files
 from mindspore_doctor.export.summary import (TAG_PREFIX, BufferedSummaryWriter, budget_cell, budget_value, finite,
                                              is_classification, labels_text, number, percent, sample_at, scored,
-                                             unique_file_tag, worst_classes)
+                                             sentence, unique_file_tag, worst_classes)
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.signals import TrainingHistory
 
@@ -187,16 +187,20 @@ def label_errors_markdown(reports: list[Mapping[str, Any]], top: int = 20) -> st
     lines: list[str] = []
     for report in reports:
         flagged = report.get("flagged", [])
-        lines += [f"**Label errors, {_cell(report.get('source'))}**: estimated noise {percent(report.get('noise_rate'))} "
+        lines += [f"**Label errors, {_cell(report.get('source'))}**: estimated noise "
+                  f"{percent(report.get('noise_rate'))} "
                   f"of {report.get('samples')} samples ({report.get('classes')} classes), {len(flagged)} flagged. "
-                  f"{_cell(report.get('method', ''))}. Position: {_cell(report.get('positions', ''))}.", ""]
+                  f"{_cell(sentence(report.get('method')))} "
+                  f"{_cell(sentence('position: ' + str(report.get('positions'))))}",
+                  ""]
         if report.get("swapped"):
             lines += _table(("given → likely", "count", "share of the given class"),
                             [(f"{p['given']} → {p['likely']}", p["count"], percent(p.get("rate")))
                              for p in report["swapped"][:top]]) + [""]
         if flagged:
             lines += _table(("position", "given", "likely", "label quality", "sha1"),
-                            [(s["position"], s["given"], s["likely"], number(s["quality"], 2), (s.get("sha1") or "")[:12])
+                            [(s["position"], s["given"], s["likely"], number(s["quality"], 2),
+                              (s.get("sha1") or "")[:12])
                              for s in flagged[:top]]) + [""]
         noisy = [c for c in sorted(report.get("per_class", []), key=lambda c: -(c.get("noise_rate") or 0))
                  if c.get("noise_rate")]
