@@ -310,3 +310,21 @@ def test_analysis_sections_render_in_chromium(meta, tmp_path, browser):  # noqa:
     assert chart.size["width"] > 400
     assert browser.find_element(By.CSS_SELECTOR, "#error-budget tr.dominant").text.startswith("variance")
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+@pytest.mark.parametrize("kind, outputs, labels_", [
+    ("binary", np.linspace(-3, 3, 40)[:, None], (np.arange(40) % 3 == 0).astype(np.float32)[:, None]),
+    ("multiclass", np.random.default_rng(9).normal(size=(6, 5, 7)), np.arange(30).reshape(6, 5) % 7),  # per token
+    ("multilabel", np.random.default_rng(10).normal(size=(20, 4)), np.random.default_rng(11).random((20, 4)) > 0.5),
+])
+def test_every_task_the_evaluation_infers_renders_everywhere(kind, outputs, labels_, tmp_path):
+    analysis = analyse_errors(kind, outputs, labels_, family="logits", top=5)
+    meta = {"error_analysis": analysis}
+    section = _section(html.render_html(Report(meta=meta)), "error-analysis")
+    assert 'id="per-class-table"' in section and analysis["task"] in section
+    if analysis["unit"] == "token":
+        assert f"{analysis['units']} tokens" in section
+        first = analysis["top_loss"][0]
+        assert f"#{first['position']} at {first['at'][0]}<" in section  # where in the sequence
+    assert analysis_text(meta).startswith(f"Error analysis ({kind}")
+    assert "| class | precision | recall | F1 | support |" in tb.error_analysis_markdown(analysis)

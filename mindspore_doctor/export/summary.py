@@ -268,9 +268,11 @@ def scored(analysis: Mapping[str, Any]) -> str:
 
 
 def sample_at(row: Mapping[str, Any]) -> str:
-    """``#17`` or, per token / pixel, ``#17 at (3,)``: where a top-loss unit sits."""
+    """``#17`` or, per token / pixel, ``#17 at 3`` / ``#17 at (3, 5)``: where a top-loss unit sits."""
     at = row.get("at")
-    return f"#{row['position']}" + (f" at {tuple(at) if isinstance(at, list) else at}" if at is not None else "")
+    if isinstance(at, (list, tuple)):
+        at = at[0] if len(at) == 1 else "(" + ", ".join(map(str, at)) + ")"
+    return f"#{row['position']}" + (f" at {at}" if at is not None else "")
 
 
 def sentence(text: Any) -> str:
