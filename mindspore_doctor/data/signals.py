@@ -119,3 +119,62 @@ class DataSignals:
     train: DatasetSignals
     eval: DatasetSignals | None = None
     network: NetworkSignals = field(default_factory=NetworkSignals)
+    pipelines: dict[str, "PipelineSignals"] = field(default_factory=dict)
+    """"train" and "eval": the MindSpore pipelines' operations (MSD312, MSD313); empty when not read."""
+
+
+@dataclass
+class PipelineOp:
+    """One operation of a dataset pipeline as the pipeline reader saw it (MSD312, MSD313)."""
+
+    name: str
+    """The class name (``RandomCrop``, ``Normalize``) or, for a Python callable, its qualified name."""
+    stage: str
+    """Where: "map 2 of 3 (input_columns=['image'])" or "batch (per_batch_map)"."""
+    columns: tuple[str, ...]
+    """The columns its output lands in (after a map's ``output_columns``); () when unknown."""
+    kind: str
+    """"size" (sets the spatial size), "affine" (Rescale, Normalize, ToTensor: a per-channel a*x+b), "layout"
+    (HWC2CHW), "cast", "python" (a Python callable: what it does is unknown) or "other"."""
+    text: str
+    """How it reads in a message: ``Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))``."""
+    random: bool = False
+    """A MindSpore random op (``Random*``, AutoAugment, MixUpBatch, ...) that is not switched off (prob 0)."""
+    random_name: bool = False
+    """A Python callable whose name says augmentation (random, mixup, cutmix, augment, ...): random only if a
+    replay shows it."""
+    wrapper: str = ""
+    """The wrappers it sits in, outermost first: "RandomApply(prob=0.5)"."""
+    params: dict = field(default_factory=dict)
+    """Plain numbers: size (h, w) or {"short": n}; rescale/shift; mean/std; dtype; prob."""
+    key: str = ""
+    """A Python callable's identity (module.qualname, id): the same function in two pipelines is the same step."""
+
+
+@dataclass
+class Replay:
+    """One map (or batch) stage of the eval pipeline run again on one fixed input row, several times."""
+
+    stage: str
+    reads: int
+    """How many times the same input went through the stage (0: the replay could not run, see ``why``)."""
+    distinct: int = 0
+    """Distinct outputs among them: 1 means the stage is deterministic on this input."""
+    why: str = ""
+
+
+@dataclass
+class PipelineSignals:
+    """One MindSpore dataset pipeline's operations (source first), and what its first row looked like."""
+
+    name: str
+    ops: list[PipelineOp] = field(default_factory=list)
+    replays: list[Replay] = field(default_factory=list)
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Per-sample shape of each column in the first row read (batch axis removed)."""
+    dtypes: dict[str, str] = field(default_factory=dict)
+    """dtype of each column in the first row read."""
+
+    def chain(self, column: str) -> list[PipelineOp]:
+        """The operations that produced ``column``, in order."""
+        return [op for op in self.ops if column in op.columns]

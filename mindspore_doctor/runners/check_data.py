@@ -22,7 +22,9 @@ T = TypeVar("T")
 DATA_CODES = tuple(rule.code for rule, _ in JUDGES)
 """MSD301-MSD310, and MSD205 when the regression target is itself an input column (certain before any step)."""
 PAIR_CODES = tuple(rule.code for rule in PAIR_RULES)
-"""The codes the eval set is sampled for (MSD308, MSD309: train against eval)."""
+"""The codes the eval set is sampled for (MSD308, MSD309: train against eval; MSD312, MSD313: its pipeline)."""
+PIPELINE_CODES = ("MSD312", "MSD313")
+"""The codes the pipelines' operations are read for."""
 
 
 def _guarded(name: str, codes: tuple[str, ...], measure: Callable[[], T], findings: list[Finding]) -> T | None:
@@ -67,7 +69,7 @@ def _sample(dataset: Any, name: str, network: Any, config: DoctorConfig, codes: 
 
 def check_data(train_ds: Any, eval_ds: Any = None, network: Any = None, loss_fn: Any = None,
                **options: Any) -> Report:
-    """Data checks (MSD301-MSD310) on a bounded sample of ``train_ds`` and ``eval_ds``; never raises.
+    """Data checks (MSD301-MSD310, MSD312, MSD313) on a bounded sample of ``train_ds`` and ``eval_ds``; never raises.
 
     ``network``: gives the column roles (``construct`` signature), the class count
     (MSD306: one forward pass in eval mode on a sampled batch, train/eval flags
@@ -122,12 +124,25 @@ def _check(train_ds: Any, eval_ds: Any, network: Any, loss_fn: Any,
             ignore_index = getattr(loss_fn, "ignore_index", None)
             signals.network.ignore_index = ignore_index if isinstance(ignore_index, int) else None
             signals.network.custom_loss = not is_library_object(loss_fn)
+        if evaluated is not None and (wanted("MSD312") or wanted("MSD313")):
+            signals.pipelines = _guarded("read-pipelines", PIPELINE_CODES,
+                                         lambda: _pipelines(train_ds, sample, eval_ds, evaluated[1]), findings) or {}
         findings.extend(_run_rules(signals, config, wanted))
         meta["data"] = _summary(signals, roles)
     meta["data_check_seconds"] = round(time.perf_counter() - start, 3)
     report = Report(meta=meta)
     report.extend(f for f in findings if wanted(f.code))
     return report, (signals if train is not None else None), (train[1] if train is not None else None)
+
+
+def _pipelines(train_ds: Any, train_sample: Any, eval_ds: Any, eval_sample: Any) -> dict[str, Any]:
+    """The train and eval pipelines' operations (MSD312, MSD313), the eval pipeline's random stages replayed."""
+    from mindspore_doctor.data.pipeline import measure_pipeline
+
+    return {
+        "train": measure_pipeline(train_ds, "train", train_sample.first_batch, train_sample.batched, replay=False),
+        "eval": measure_pipeline(eval_ds, "eval", eval_sample.first_batch, eval_sample.batched, replay=True),
+    }
 
 
 def _run_rules(signals: DataSignals, config: DoctorConfig, wanted: Callable[[str], bool]) -> list[Finding]:

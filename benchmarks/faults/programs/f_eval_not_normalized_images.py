@@ -8,7 +8,7 @@ import numpy as np
 from benchmarks.faults import kit
 
 FAULT = kit.Fault("eval images left raw (0-255) while training images are rescaled and normalised",
-                  expect={"MSD308"}, accept={"MSD304", "MSD404", "MSD405"}, arch="residual", data="images",
+                  expect={"MSD308"}, accept={"MSD304", "MSD313", "MSD404", "MSD405"}, arch="residual", data="images",
                   category="data")
 
 

@@ -10,6 +10,8 @@ MSD002). One module per concern:
 - ``size.py``: too few samples for the network (MSD307);
 - ``pairs.py``: the eval set against the training set (MSD308, MSD309);
 - ``label_copy.py``: the regression target copied into an input, MSD205 proven from the data;
+- ``eval_pipeline.py``: the eval pipeline's own operations: random augmentation (MSD312), preprocessing that
+  differs from training (MSD313);
 - ``label_errors.py``: labels confident learning says are wrong (MSD311), judged on ``LabelReport``s, not on the
   ``DataSignals`` (in ``RULES``, not in ``JUDGES``);
 - ``common.py``: what they share.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from mindspore_doctor.rule import Rule
 from mindspore_doctor.rules.data.common import DataRule
+from mindspore_doctor.rules.data.eval_pipeline import EVAL_PREPROCESSING_MISMATCH, EVAL_RANDOM_AUGMENTATION
 from mindspore_doctor.rules.data.label_copy import label_in_inputs
 from mindspore_doctor.rules.data.label_errors import LABEL_ERRORS, label_error_findings
 from mindspore_doctor.rules.data.labels import CLASS_IMBALANCE, DATA_NOT_SHUFFLED, LABEL_OUT_OF_RANGE
@@ -28,11 +31,13 @@ from mindspore_doctor.rules.data.values import CONSTANT_FEATURE, NONFINITE_INPUT
 from mindspore_doctor.rules.training import LOSS_SUSPICIOUSLY_LOW
 
 RULES = (NONFINITE_INPUT, CLASS_IMBALANCE, INPUT_OUTLIERS, INPUT_NOT_NORMALIZED, DATA_NOT_SHUFFLED,
-         LABEL_OUT_OF_RANGE, TOO_FEW_SAMPLES, TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE, CONSTANT_FEATURE, LABEL_ERRORS)
+         LABEL_OUT_OF_RANGE, TOO_FEW_SAMPLES, TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE, CONSTANT_FEATURE, LABEL_ERRORS,
+         EVAL_RANDOM_AUGMENTATION, EVAL_PREPROCESSING_MISMATCH)
 """The data rules, in code order."""
 
-PAIR_RULES = (TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE)
-"""The rules of ``pairs.py``: they compare the eval sample with the training sample, the only ones it is read for."""
+PAIR_RULES = (TRAIN_EVAL_MISMATCH, TRAIN_EVAL_LEAKAGE, EVAL_RANDOM_AUGMENTATION, EVAL_PREPROCESSING_MISMATCH)
+"""The rules the eval set is read for: ``pairs.py`` compares its sample with the training sample,
+``eval_pipeline.py`` its pipeline with the training pipeline."""
 
 REPORT_RULES = (LABEL_ERRORS,)
 """Rules judged on what the model says once trained (``LabelReport``s: ``label_error_findings``), not on the data
