@@ -182,6 +182,8 @@ class EvalRecord:
     """Standard error of ``eval_loss`` over the eval samples: a small eval split's loss is noisy."""
     eval_metric: Metric | None = None
     eval_samples: int | None = None
+    train_samples: int | None = None
+    """Samples the train loss/metric were measured on (the fixed training sample, or fresh batches)."""
     train_metric: Metric | None = None
     baseline: Metric | None = None
     """The trivial predictor's eval score (majority class / label mean, fitted on the train labels when known)."""

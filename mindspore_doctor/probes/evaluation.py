@@ -441,6 +441,7 @@ class Evaluator:
         self.last_eval, self.last_train, self.task = evaluated, trained, None
         record = EvalRecord(epoch=epoch, train_loss=trained.loss if trained else train_loss,
                             eval_loss=evaluated.loss, eval_samples=len(evaluated.labels),
+                            train_samples=len(trained.labels) if trained else None,
                             train_loss_se=trained.loss_se if trained else None, eval_loss_se=evaluated.loss_se)
         try:
             task = infer_task(evaluated.outputs, evaluated.labels, loss_fn)

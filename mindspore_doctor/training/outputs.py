@@ -120,6 +120,12 @@ class RunOutputs:
         scores = {"eval/loss": record.eval_loss}
         if record.eval_metric is not None:
             scores[f"eval/{record.eval_metric.name.replace(' ', '_')}"] = record.eval_metric.value
+        for name in ("target_eval", "holdout"):  # the other sets, when given
+            loss, metric = getattr(record, f"{name}_loss"), getattr(record, f"{name}_metric")
+            if loss is not None:
+                scores[f"{name}/loss"] = loss
+            if metric is not None:
+                scores[f"{name}/{metric.name.replace(' ', '_')}"] = metric.value
         self._each_writer(lambda w: w.write_scalars(step, scores))
 
     def _histogram_names(self) -> list[str]:
@@ -172,6 +178,14 @@ class RunOutputs:
         folder = Path(self.config.summary_dir)
         _io.atomic_write_text(folder / REPORT_FILE, self.report.to_json())
         _io.atomic_write_text(folder / HISTORY_FILE, json.dumps(self.history.to_dict()))
+
+    def write_label_files(self, reports: list[Any], inputs: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """``doctor_label_issues.csv`` (every flagged sample) and ``doctor_label_suspects.npz`` (the inputs of each
+        source's top suspects), in ``summary_dir``."""
+        if self.config.summary_dir:
+            from mindspore_doctor.export.labels import write_label_files
+
+            write_label_files(self.config.summary_dir, reports, inputs)
 
     def save_repro(self, batch: Any, signals: StepSignals) -> None:
         """The batch that gave the first non-finite loss (when it is still at hand), with the last probed

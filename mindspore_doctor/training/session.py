@@ -39,6 +39,8 @@ from mindspore_doctor.training.sigterm import SigtermReport, TrainingTerminated
 logger = logging.getLogger("mindspore_doctor")
 
 _EVALUATION_CODES = ("MSD401", "MSD402", "MSD404", "MSD405")
+_LABEL_CODES = ("MSD311",)
+_OTHER_SET_CODES = {"target_eval": ("MSD407",), "holdout": ()}
 
 
 def final_probe_step(args: Any, config: DoctorConfig, needed: int) -> int | None:
@@ -394,9 +396,43 @@ class DoctorSession:
                                        evaluator.metric_skipped), count=False)
 
     def _run_evaluation(self, args: Any) -> None:
-        record = self._evaluator.run(*self._eval_target, args.cur_epoch_num, train_dataset=args.train_dataset)
-        self.report.meta["evaluation"] = self._evaluator.to_dict()  # in every report written from now on
+        from mindspore_doctor.probes.evaluation import OTHER_SETS
+
+        evaluator = self._evaluator
+        record = evaluator.run(*self._eval_target, args.cur_epoch_num, train_dataset=args.train_dataset)
+        for name, option in OTHER_SETS.items():
+            if getattr(self.config, option) is not None:
+                self._guard(f"{name}-evaluation", _OTHER_SET_CODES[name], lambda: evaluator.run_other(record, name))
+        self._guard("label-scoring", _LABEL_CODES, evaluator.score_labels)  # on that forward pass's outputs
+        self.report.meta["evaluation"] = evaluator.to_dict()  # in every report written from now on
         self._outputs.write_evaluation(int(args.cur_step_num), record)
+
+    def _analyse_labels(self) -> None:
+        """Confident learning on the eval set's and the training sample's probabilities (``meta["label_issues"]``,
+        MSD311), and the label files of the suspects in ``summary_dir``."""
+        from mindspore_doctor.rules.data.label_errors import label_error_findings
+
+        reports, inputs = self._evaluator.label_reports()
+        self.report.meta["label_issues"] = [report.to_dict() for report in reports]
+        self._emit(label_error_findings(reports, self.config), count=False)
+        if reports:
+            self._guard("label-files", (), lambda: self._outputs.write_label_files(reports, inputs))
+
+    def _analyse_errors(self) -> None:
+        """The last evaluation's error analysis (``meta["error_analysis"]``) and the bias-variance budget
+        (``meta["error_budget"]``)."""
+        from mindspore_doctor.analysis.budget import error_budget
+        from mindspore_doctor.analysis.errors import analyse_errors
+
+        budget = error_budget(self._evaluator.records, target_error=self.config.target_error)
+        if budget is not None:
+            self.report.meta["error_budget"] = budget
+        evaluated, task = self._evaluator.last_eval, self._evaluator.task
+        if evaluated is None or task is None:
+            return
+        self.report.meta["error_analysis"] = analyse_errors(
+            task.kind, evaluated.outputs, evaluated.labels, family=task.family, class_axis=task.class_axis,
+            threshold=task.threshold, ignore_index=task.ignore_index, top=self.config.analysis_top)
 
     def end(self, args: Any, error: BaseException | None = None) -> None:
         """After the last step, or when training raised ``error``: judge the run, put the user's cells back, write
@@ -437,6 +473,9 @@ class DoctorSession:
             self._emit(self.ranks.on_train_end(args), count=False)
         if self._evaluator is not None:
             self._guard("evaluation", _EVALUATION_CODES, self._judge_evaluations)
+            if self._evaluator.records:
+                self._guard("label-analysis", _LABEL_CODES, self._analyse_labels)
+                self._guard("error-analysis", (), self._analyse_errors)
 
     def _interrupted(self, args: Any, error: BaseException) -> Finding:
         """MSD003: what ended training, where in the user's code, at which step."""
