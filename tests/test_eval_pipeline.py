@@ -247,3 +247,49 @@ def test_mindcv_training_transforms_used_for_eval_are_reported():
     found = _findings(train, evaluate)
     assert [f.code for f in found] == ["MSD312"]
     assert "RandomCropDecodeResize and RandomHorizontalFlip" in found[0].message
+
+
+@pytest.mark.parametrize("name", ["cifar10", "mnist"])
+def test_mindcv_create_loader_train_and_eval_are_quiet(name):
+    """mindcv's create_loader as its train.py calls it: the training loader with mixup/cutmix (a Python ``Mixup`` after
+    batching, train only) and the dataset's own transforms, the eval loader without."""
+    from mindcv.data import create_loader, create_transforms
+
+    x = X[:, :32, :32] if name == "cifar10" else X[:, :28, :28, :1]
+
+    def loader(training):
+        source = mds.NumpySlicesDataset({"image": x, "label": Y}, shuffle=training)
+        return create_loader(source, batch_size=8, drop_remainder=True, is_training=training,
+                             mixup=0.2 if training else 0.0, cutmix=1.0 if training else 0.0, cutmix_prob=1.0,
+                             num_classes=4, transform=create_transforms(name, image_resize=32, is_training=training),
+                             num_parallel_workers=1)
+
+    assert _findings(loader(True), loader(False)) == []
+
+
+def test_mindcv_mixup_left_in_the_eval_loader_is_reported():
+    from mindcv.data import create_loader, create_transforms
+
+    def loader(training):
+        source = mds.NumpySlicesDataset({"image": X[:, :32, :32], "label": Y}, shuffle=training)
+        return create_loader(source, batch_size=8, drop_remainder=True, is_training=True, mixup=0.2, cutmix=1.0,
+                             cutmix_prob=1.0, num_classes=4,
+                             transform=create_transforms("cifar10", image_resize=32, is_training=training),
+                             num_parallel_workers=1)
+
+    found = _findings(loader(True), loader(False))
+    assert [f.code for f in found] == ["MSD312"] and "Mixup in map 3 of 3" in found[0].message
+
+
+def test_a_shuffled_eval_set_with_augmentation_is_still_confirmed():
+    found = _findings(_train(), _eval(V.RandomResizedCrop(32), *STANDARD_EVAL[2:], shuffle=True), "MSD312")
+    assert len(found) == 1 and found[0].evidence["confirmed_stages"]
+
+
+def test_the_diagnosis_names_the_eval_pipeline():
+    from mindspore_doctor.diagnosis.engine import diagnose
+
+    report = check_data(_train(), _eval(V.RandomCrop(32), *STANDARD_EVAL[2:]), select=CODES)
+    assert diagnose(report.findings).cause_ids()[0] == "eval-random-augmentation"
+    report = check_data(_train(), _eval(V.Resize(36), V.CenterCrop(32), V.HWC2CHW()), select=CODES)
+    assert diagnose(report.findings).cause_ids()[0] == "train-eval-mismatch"

@@ -252,10 +252,22 @@ CAUSES: tuple[Cause, ...] = (
         "The eval inputs do not look like the training inputs, so eval metrics are poor whatever training does.",
         (
             S("MSD308", 4, key=True),
+            S("MSD313", 4, key=True),
             S("MSD401", 1),
             S("MSD404", 1),
         ),
         ("Apply exactly the same .map() transforms (normalisation, resize, tokenisation) to both pipelines.",),
+    ),
+    Cause(
+        "eval-random-augmentation", "Random augmentation in the evaluation pipeline", DATA,
+        "The eval pipeline draws random crops, flips or colour changes: every evaluation scores another distorted "
+        "version of the eval set, so the metric is noisy, biased, and depends on the pipeline's seed.",
+        (
+            S("MSD312", 4, key=True),
+            S("MSD404", 1),
+        ),
+        ("Remove the random ops from the eval pipeline; keep only the deterministic transforms "
+         "(resize, center crop, normalise, HWC2CHW).",),
     ),
     Cause(
         "distribution-shift", "The test distribution differs from the training data", DATA,
