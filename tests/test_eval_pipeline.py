@@ -293,3 +293,23 @@ def test_the_diagnosis_names_the_eval_pipeline():
     assert diagnose(report.findings).cause_ids()[0] == "eval-random-augmentation"
     report = check_data(_train(), _eval(V.Resize(36), V.CenterCrop(32), V.HWC2CHW()), select=CODES)
     assert diagnose(report.findings).cause_ids()[0] == "train-eval-mismatch"
+
+
+def test_a_random_per_batch_map_is_replayed_on_the_same_batch():
+    def mixup_batch(images, labels, info):  # per_batch_map gets each column as a list of samples
+        images, lam = np.stack(images), np.random.beta(0.4, 0.4)
+        order = np.random.permutation(len(images))
+        return list((lam * images + (1 - lam) * images[order]).astype(np.float32)), labels
+
+    def pipeline(per_batch_map):
+        ds = mds.NumpySlicesDataset({"image": X, "label": Y}, shuffle=False)
+        ds = ds.map([V.Resize(32), V.Rescale(1 / 255, 0), V.HWC2CHW()], "image")
+        return ds.batch(8, per_batch_map=per_batch_map, input_columns=["image", "label"])
+
+    def identity_batch(images, labels, info):
+        return images, labels
+
+    found = _findings(pipeline(identity_batch), pipeline(mixup_batch), "MSD312")
+    assert len(found) == 1 and "mixup_batch in batch (per_batch_map" in found[0].message
+    assert found[0].evidence["replays"][0]["reads"] == 16
+    assert _findings(pipeline(identity_batch), pipeline(identity_batch)) == []
