@@ -265,6 +265,8 @@ class Row:
     seconds: float
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    agreement: float | None = None
+    """Share of the scored samples whose most likely class is their given label."""
 
 
 def score(flagged_rows: np.ndarray, flip: np.ndarray) -> tuple[float | None, float | None, float | None]:
@@ -291,7 +293,7 @@ def row(data: Data, noise: str, method: str, report: LabelReport, flip: np.ndarr
     rows = np.array([s.position for s in report.flagged], dtype=np.int64) if rows is None else rows
     p, r, f = score(rows, flip)
     return Row(data.name, noise, method, report.samples, float(flip.mean()), report.noise_rate, len(report.flagged),
-               p, r, f, warns(report), round(seconds, 1), note, extra)
+               p, r, f, warns(report), round(seconds, 1), note, extra, report.agreement)
 
 
 def trajectory_choices(epochs: list[np.ndarray], given: np.ndarray, flip: np.ndarray) -> dict[str, float | None]:
@@ -373,7 +375,9 @@ def _choice(value: Any) -> str:
 def fmt(r: Row) -> str:
     choices = r.extra.get("choices")
     tail = "  choices " + " ".join(f"{k}={_choice(v)}" for k, v in choices.items()) if choices else ""
+    agreement = "-" if r.agreement is None else f"{r.agreement:.3f}"
     return (f"{r.data:14} {r.noise:8} {r.method:7} true {r.true_rate:.3f} est {r.est_rate:.3f} flagged {r.flagged:4} "
+            f"agree {agreement} "
             f"P {_n(r.precision)} R {_n(r.recall)} F1 {_n(r.f1)} warns {'yes' if r.warns else 'no '} "
             f"({r.seconds:.0f} s){tail}")
 
@@ -440,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="digits,digits28,wine,breast_cancer", help="datasets, comma-separated")
     parser.add_argument("--noise", default=",".join(NOISES), help="noise settings, comma-separated")
     parser.add_argument("--methods", default="anchor,train,folds")
+    parser.add_argument("--folds-noise", default=None,
+                        help="run folds only at these noise settings (comma-separated; default: all): K trainings each")
     parser.add_argument("--plain", action="store_true", help="in-training scores from a plain loop, not the Doctor")
     parser.add_argument("--json", dest="json_out", help="write the rows as JSON here")
     parser.add_argument("--write-docs", action="store_true", help=f"render {DOC.relative_to(ROOT)}")
@@ -462,7 +468,12 @@ def main(argv: list[str] | None = None) -> int:
         for noise in args.noise.split(","):
             if noise.startswith("pairs") and data.classes < 10:
                 continue
-            rows += run_one(data, noise, methods, args.plain, lambda line: print(line, flush=True))
+            wanted = [m for m in methods if m != "folds" or args.folds_noise is None
+                      or noise in args.folds_noise.split(",")]
+            rows += run_one(data, noise, wanted, args.plain, lambda line: print(line, flush=True))
+            if args.json_out:  # after each setting: a long run that is stopped keeps its rows
+                Path(args.json_out).write_text(json.dumps(
+                    {"command": command.strip(), "rows": [asdict(r) for r in rows]}, indent=1))
     print(f"{len(rows)} rows in {time.perf_counter() - started:.0f} s")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"command": command.strip(), "rows": [asdict(r) for r in rows]},

@@ -63,6 +63,7 @@ def test_ten_percent_symmetric_noise_is_found_and_warned():
     assert "the evaluation set" in message and f"{100 * report.noise_rate:.1f} %" in message
     assert f"flags {len(report.flagged)}" in message and "doctor_label_issues.csv" in message
     assert findings[0].evidence["flagged"] == len(report.flagged)
+    assert findings[0].evidence["agreement"] == report.agreement == float(np.mean(p.argmax(1) == given))
 
 
 def test_a_swapped_pair_is_named():
@@ -84,6 +85,20 @@ def test_clean_labels_get_no_warning():
     report = label_report(given, p, source="eval", method="synthetic", positions_note="index")
     assert report.noise_rate < 0.03 and not flip.any()
     assert label_error_findings([report], DoctorConfig()) == []
+
+
+def test_a_weak_model_on_clean_labels_gets_no_warning():
+    """cleanlab reads a weak model's own mistakes as label noise; the rule does not warn on them."""
+    true, given, flip, p = noisy(n=2000, rate=0.0, strength=2.0, seed=1)  # 66 % accurate
+    report = label_report(given, p, source="eval", method="synthetic", positions_note="index")
+    assert report.noise_rate > 0.1 and len(report.flagged) > 100 and 0.6 < report.agreement < 0.7
+    assert label_error_findings([report], DoctorConfig()) == []  # 0.15 < 0.5 x 0.34
+    assert label_error_findings([report], DoctorConfig(label_noise_min_share=0.4))
+    true, given, flip, p = noisy(n=2000, rate=0.0, strength=1.0, seed=1)  # 36 % accurate
+    report = label_report(given, p, source="eval", method="synthetic", positions_note="index")
+    assert report.noise_rate > 0.5 and report.agreement < 0.5
+    assert label_error_findings([report], DoctorConfig()) == []
+    assert label_error_findings([report], DoctorConfig(label_noise_min_agreement=0.3))
 
 
 def test_the_thresholds_are_options():

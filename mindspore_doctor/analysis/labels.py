@@ -81,6 +81,9 @@ class LabelReport:
     """The most often swapped pairs, most first (at most ``MAX_PAIRS``)."""
     flagged: list[LabelSuspect] = field(default_factory=list)
     """Every sample cleanlab flags, most suspect (lowest quality) first."""
+    agreement: float | None = None
+    """Share of the samples whose most likely class is their given label (None: not computed). Its complement is
+    what the wrong labels and the model's own errors share between them."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +96,7 @@ class LabelReport:
             per_class=[ClassNoise(**c) for c in d.get("per_class", ())],
             swapped=[SwappedPair(**s) for s in d.get("swapped", ())],
             flagged=[LabelSuspect(**s) for s in d.get("flagged", ())],
+            agreement=None if d.get("agreement") is None else float(d["agreement"]),
         )
 
     @property
@@ -158,7 +162,7 @@ def label_report(labels: Any, pred_probs: Any, *, source: str, method: str, posi
     if len(hashes) != n:
         raise ValueError(f"{len(hashes)} sha1 for {n} samples")
     report = LabelReport(source=source, method=method, positions=positions_note, samples=n, classes=k,
-                         noise_rate=0.0)
+                         noise_rate=0.0, agreement=float(np.mean(p.argmax(axis=1) == y)) if n else None)
     if n < 2 or np.unique(y).size < 2:  # one class: nothing to confuse it with
         return report
 
