@@ -328,3 +328,49 @@ def test_every_task_the_evaluation_infers_renders_everywhere(kind, outputs, labe
         assert f"#{first['position']} at {first['at'][0]}<" in section  # where in the sequence
     assert analysis_text(meta).startswith(f"Error analysis ({kind}")
     assert "| class | precision | recall | F1 | support |" in tb.error_analysis_markdown(analysis)
+
+
+# --- end to end: a real training --------------------------------------------------------------------------------
+
+
+def test_a_training_with_an_eval_set_shows_its_analyses_in_every_report(tmp_path):
+    """Digits (8x8 images) with 10 % flipped labels, an MLP trained with the Doctor: the HTML page has the three
+    sections and the suspects' thumbnails, TensorBoard the text tables and the grid, the run directory the files."""
+    import mindspore as ms
+    from mindspore import nn
+    from mindspore.dataset import NumpySlicesDataset
+    from sklearn.datasets import load_digits
+
+    from mindspore_doctor import Doctor
+
+    digits = load_digits()
+    x = (digits.images[:500, None] / 8.0 - 1.0).astype(np.float32)  # (N, 1, 8, 8)
+    y = digits.target[:500].astype(np.int32)
+    rng = np.random.default_rng(0)
+    flip = rng.random(len(y)) < 0.10
+    y[flip] = (y[flip] + rng.integers(1, 10, flip.sum())) % 10
+    ms.set_seed(0)
+    net = nn.SequentialCell(nn.Flatten(), nn.Dense(64, 32), nn.ReLU(), nn.Dense(32, 10))
+    model = ms.Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                     nn.Adam(net.trainable_params(), 0.01))
+    doctor = Doctor(summary_dir=str(tmp_path), tensorboard=True, mindinsight=False, print_summary=False,
+                    eval_dataset=NumpySlicesDataset({"x": x[400:], "y": y[400:]}, shuffle=False).batch(50))
+    model.train(4, NumpySlicesDataset({"x": x[:400], "y": y[:400]}, shuffle=False).batch(40), callbacks=[doctor],
+                dataset_sink_mode=False)
+
+    meta = doctor.report.meta
+    assert meta["error_analysis"]["task"] == "multiclass" and meta["error_budget"]["rows"]
+    flagged = {r["source"]: r["flagged"] for r in meta["label_issues"]}
+    assert flagged.get("eval")
+    page = (tmp_path / "doctor_report.html").read_text(encoding="utf-8")
+    for section in SECTIONS.values():
+        assert f'id="{section}"' in page
+    shown = re.findall(r'alt="sample (\d+)"', _section(page, "label-errors"))
+    assert len(shown) == sum(min(len(f), 20) for f in flagged.values())  # every top suspect has its thumbnail
+    rows = labels.read_label_issues(tmp_path)
+    assert len(rows) == sum(len(f) for f in flagged.values())
+    events = _events(tmp_path)
+    assert f"{tb.SUSPECTS_TAG}/eval" in events.Tags()["images"]
+    assert {tb.ERROR_ANALYSIS_TAG, tb.ERROR_BUDGET_TAG, tb.LABEL_ERRORS_TAG} <= set(events.Tags()["tensors"])
+    text = analysis_text(meta)
+    assert "Error analysis (multiclass" in text and "Error budget (error" in text and "Label errors (eval" in text
