@@ -246,3 +246,13 @@ def test_msd311_is_in_the_catalog_but_not_a_data_check():
 
     assert CATALOG["MSD311"] is LABEL_ERRORS and LABEL_ERRORS in RULES
     assert LABEL_ERRORS not in [rule for rule, _ in JUDGES]
+
+
+def test_the_diagnosis_names_wrong_labels():
+    from mindspore_doctor.diagnosis import diagnose
+
+    true, given, flip, p = noisy(seed=10)
+    report = label_report(given, p, source="eval", method="synthetic", positions_note="index")
+    diagnosis = diagnose(label_error_findings([report], DoctorConfig()))
+    assert diagnosis.top.id == "wrong-labels"
+    assert any("doctor_label_issues.csv" in remedy for remedy in diagnosis.top.remedies)

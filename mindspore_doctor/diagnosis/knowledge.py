@@ -214,6 +214,21 @@ CAUSES: tuple[Cause, ...] = (
          "Judge the model by per-class recall / balanced accuracy, not accuracy."),
     ),
     Cause(
+        "wrong-labels", "Some labels are wrong (label noise)", DATA,
+        "Confident learning over the model's per-sample probabilities says a share of the labels is wrong: the "
+        "network memorises them (the eval loss rises while the train loss falls), and on the eval set they cap and "
+        "distort the metric every tuning decision reads.",
+        (
+            S("MSD311", 4, key=True),
+            S("MSD401", 1),
+            S("MSD402", 0.5),
+        ),
+        ("Open doctor_label_issues.csv (most suspect first), look at the top samples and fix or drop the wrong labels.",
+         "A swapped pair that recurs points at the labelling rule (or the label mapping in code) to fix.",
+         "Score the whole training set out of sample with `msdoctor labels ... --folds 5`.",
+         "Until the labels are fixed: early stopping, or a noise-robust loss (label smoothing)."),
+    ),
+    Cause(
         "data-not-shuffled", "Training data not shuffled", DATA,
         "Batches of one class in a row make the loss swing and the model forget.",
         (
