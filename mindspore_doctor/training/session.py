@@ -418,15 +418,18 @@ class DoctorSession:
         if reports:
             self._guard("label-files", (), lambda: self._outputs.write_label_files(reports, inputs))
 
-    def _analyse_errors(self) -> None:
-        """The last evaluation's error analysis (``meta["error_analysis"]``) and the bias-variance budget
-        (``meta["error_budget"]``)."""
+    def _error_budget(self) -> None:
+        """The bias-variance budget of the last evaluation (``meta["error_budget"]``)."""
         from mindspore_doctor.analysis.budget import error_budget
-        from mindspore_doctor.analysis.errors import analyse_errors
 
         budget = error_budget(self._evaluator.records, target_error=self.config.target_error)
         if budget is not None:
             self.report.meta["error_budget"] = budget
+
+    def _analyse_errors(self) -> None:
+        """The last evaluation's error analysis (``meta["error_analysis"]``)."""
+        from mindspore_doctor.analysis.errors import analyse_errors
+
         evaluated, task = self._evaluator.last_eval, self._evaluator.task
         if evaluated is None or task is None:
             return
@@ -476,6 +479,7 @@ class DoctorSession:
             if self._evaluator.records:
                 self._guard("label-analysis", _LABEL_CODES, self._analyse_labels)
                 self._guard("error-analysis", (), self._analyse_errors)
+                self._guard("error-budget", (), self._error_budget)
 
     def _interrupted(self, args: Any, error: BaseException) -> Finding:
         """MSD003: what ended training, where in the user's code, at which step."""
