@@ -382,8 +382,42 @@ def fmt(r: Row) -> str:
             f"({r.seconds:.0f} s){tail}")
 
 
+def _order(key: tuple[str, str]) -> tuple[int, int]:
+    data, noise = key
+    names = ("digits", "digits28", "wine", "breast_cancer")
+    return (names.index(data) if data in names else 99, NOISES.index(noise) if noise in NOISES else 99)
+
+
+def goals(keyed: dict[tuple[str, str, str], Row]) -> list[str]:
+    """The issue's goals, read off the rows: in-training F1 >= the anchor's at 10 % noise, folds above the anchor,
+    no MSD311 warning on the clean sets."""
+    out = ["## The goals", ""]
+    datasets = sorted(dict.fromkeys(d for d, _, _ in keyed), key=lambda d: _order((d, "clean")))
+    for data in datasets:
+        anchor, train, folds = (keyed.get((data, "sym10", m)) for m in ("anchor", "train", "folds"))
+        if anchor is None or anchor.f1 is None:
+            continue
+        parts = [f"anchor F1 {_n(anchor.f1)}"]
+        for name, r in (("in-training", train), ("folds", folds)):
+            if r is not None and r.f1 is not None:
+                verdict = "reaches it" if r.f1 >= anchor.f1 else "below it"
+                parts.append(f"{name} {_n(r.f1)} ({verdict})")
+        out.append(f"- {data}, 10 % symmetric noise: " + ", ".join(parts) + ".")
+    quiet = [f"{r.data} {r.noise} ({r.method}: est. {r.est_rate:.3f}, {r.flagged} flagged of {r.samples})"
+             for (d, n, m), r in keyed.items() if n != "clean" and not r.warns]
+    if quiet:
+        out.append("- Noisy settings where MSD311 stays quiet: " + "; ".join(quiet) + ".")
+    clean = [r for (d, n, m), r in keyed.items() if n == "clean"]
+    if clean:
+        warned = [f"{r.data} ({r.method})" for r in clean if r.warns]
+        out.append(f"- Clean data (the sets as shipped), {len(clean)} scores: MSD311 warns on "
+                   + (", ".join(warned) if warned else "none") + ".")
+    return out + [""]
+
+
 def markdown(rows: list[Row], commands: list[str]) -> str:
     methods = [m for m in ("anchor", "train", "folds", "eval") if any(r.method == m for r in rows)]
+    keyed = {(r.data, r.noise, r.method): r for r in rows}
     lines = [
         "# Label-noise benchmark (issue 25)",
         "",
@@ -394,35 +428,43 @@ def markdown(rows: list[Row], commands: list[str]) -> str:
         *commands,
         "```",
         "",
+        *goals(keyed),
+        "## The table",
+        "",
         "Flagged samples against the truly flipped ones (precision P, recall R, F1), the estimated share of wrong "
         "labels against the true one, and whether MSD311 warns at its default options. `anchor`: cleanlab's recipe "
         "(logistic regression, 5-fold `cross_val_predict`, `find_label_issues`); `train`: the in-training scores "
-        "(eval-mode probabilities of the training set at each epoch end, averaged: `Trajectory.pred_probs`); "
+        "(eval-mode probabilities of the training set at each epoch end, averaged over the epochs before the "
+        "network memorises: `Trajectory.pred_probs`); "
         "`folds`: `find_label_errors(build, data, folds=5)` with the same network; `eval`: the Doctor's report on "
         "its 20 % eval split (the last evaluation's probabilities, out of sample; its own true rate differs a "
         "little from the training split's). `anchor`, `train` and `folds` score the same 80 % training split.",
         "",
-        "| data | noise | true rate | " + " | ".join(f"{m} est. rate | {m} flagged | {m} P / R / F1 | {m} warns"
-                                                    for m in methods) + " |",
-        "|---|---|---|" + "---|---|---|---|" * len(methods),
+        "Each method's first column: the estimated noise rate, (the number flagged) and **W** where MSD311 warns; "
+        "its second: P / R / F1.",
+        "",
+        "| data | noise | true rate | " + " | ".join(f"{m}: est. (flagged) | {m}: P / R / F1" for m in methods)
+        + " |",
+        "|---|---|---|" + "---|---|" * len(methods),
     ]
-    keyed = {(r.data, r.noise, r.method): r for r in rows}
-    for data, noise in dict.fromkeys((r.data, r.noise) for r in rows):
+    for data, noise in sorted(dict.fromkeys((r.data, r.noise) for r in rows), key=_order):
         cells = [data, noise]
-        true = next(r.true_rate for r in rows if (r.data, r.noise) == (data, noise))
+        true = next(r.true_rate for r in rows if (r.data, r.noise) == (data, noise) and r.method != "eval")
         cells.append(f"{true:.3f}")
         for m in methods:
             r = keyed.get((data, noise, m))
             if r is None:
-                cells += ["", "", "", ""]
+                cells += ["", ""]
                 continue
-            cells += [f"{r.est_rate:.3f}", str(r.flagged), f"{_n(r.precision)} / {_n(r.recall)} / {_n(r.f1)}",
-                      "**yes**" if r.warns else "no"]
+            plain = " (plain)" if r.note == "plain loop" else ""
+            cells += [f"{r.est_rate:.3f} ({r.flagged}){' **W**' if r.warns else ''}{plain}",
+                      f"{_n(r.precision)} / {_n(r.recall)} / {_n(r.f1)}"]
         lines.append("| " + " | ".join(cells) + " |")
     sources = sorted({r.note for r in rows if r.method == "train"})
     lines += ["", "In-training scores from: " + ", ".join(sources) + " (`Doctor`: `Model.train` with the Doctor, its "
-              "report's `meta[\"label_issues\"]`; `plain loop`: the same idea in a plain MindSpore loop)."]
-    choices = [r for r in rows if r.extra.get("choices")]
+              "report's `meta[\"label_issues\"]`; `plain loop`, marked (plain): the same idea in a plain MindSpore "
+              "loop, `Trajectory` fed the eval-mode softmax of the training split at each epoch end)."]
+    choices = sorted((r for r in rows if r.extra.get("choices")), key=lambda r: _order((r.data, r.noise)))
     if choices:
         names = list(choices[0].extra["choices"])
         lines += ["", "## What cleanlab gets from the trajectory", "",
@@ -434,7 +476,8 @@ def markdown(rows: list[Row], commands: list[str]) -> str:
         for r in choices:
             lines.append(f"| {r.data} | {r.noise} | " + " | ".join(_choice(r.extra["choices"][n]) for n in names)
                          + " |")
-    lines += ["", "Seconds per method (this machine, shared CPU): " + ", ".join(
+    lines += ["", "Seconds per method (2 CPU cores shared with other work, several runs at once: slow, not a cost "
+              "measurement): " + ", ".join(
         f"{m} {sum(r.seconds for r in rows if r.method == m):.0f} s" for m in methods) + "."]
     return "\n".join(lines) + "\n"
 
