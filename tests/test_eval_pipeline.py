@@ -313,3 +313,44 @@ def test_a_random_per_batch_map_is_replayed_on_the_same_batch():
     assert len(found) == 1 and "mixup_batch in batch (per_batch_map" in found[0].message
     assert found[0].evidence["replays"][0]["reads"] == 16
     assert _findings(pipeline(identity_batch), pipeline(identity_batch)) == []
+
+
+def test_reading_and_replaying_the_pipelines_changes_no_training_batch_or_weight():
+    """Seeded training on an augmented pipeline, plain and after check_data replayed the random eval stage: the same
+    batches, bitwise, and the same weights."""
+    from mindspore import nn
+    from mindspore.train import Callback, Model
+
+    class Recorder(Callback):
+        def __init__(self):
+            self.batches = []
+
+        def on_train_step_end(self, run_context):
+            self.batches.append([t.asnumpy().copy() for t in run_context.original_args().train_dataset_element])
+
+    def augmented(shuffle):
+        return _pipeline([V.RandomCrop(32), V.RandomHorizontalFlip(), V.Rescale(1 / 255, 0), V.HWC2CHW()],
+                         shuffle=shuffle)
+
+    def run(check):
+        ms.set_seed(0)
+        mds.config.set_seed(0)
+        train = augmented(True)
+        if check:
+            found = check_data(train, augmented(False), select=["MSD312"]).findings
+            assert [f.code for f in found] == ["MSD312"]
+        net = nn.SequentialCell([nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Dense(4 * 32 * 32, 4)])
+        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                      nn.Momentum(net.trainable_params(), 0.01, 0.9))
+        recorder = Recorder()
+        model.train(1, train, callbacks=[recorder], dataset_sink_mode=False)
+        return recorder.batches, {p.name: p.asnumpy().copy() for p in net.get_parameters()}
+
+    plain_batches, plain_weights = run(False)
+    checked_batches, checked_weights = run(True)
+    assert len(plain_batches) == len(checked_batches) == len(X) // 8
+    for plain, checked in zip(plain_batches, checked_batches):
+        for a, b in zip(plain, checked):
+            np.testing.assert_array_equal(a, b)
+    for name, value in plain_weights.items():
+        np.testing.assert_array_equal(value, checked_weights[name], err_msg=name)
