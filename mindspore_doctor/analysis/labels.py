@@ -172,7 +172,9 @@ def label_report(labels: Any, pred_probs: Any, *, source: str, method: str, posi
 
     with warnings.catch_warnings():  # "may not flag all label issues in class c, it has too few examples"
         warnings.simplefilter("ignore")
-        issues = np.asarray(find_label_issues(y, p), dtype=bool)
+        # n_jobs=1: cleanlab otherwise forks a multiprocessing pool, and a fork after MindSpore's threads started
+        # can deadlock (seen in the fault benchmark); one process is fast at these sizes
+        issues = np.asarray(find_label_issues(y, p, n_jobs=1), dtype=bool)
         quality = np.asarray(get_label_quality_scores(y, p), dtype=np.float64)
         joint = np.asarray(estimate_joint(y, p), dtype=np.float64)  # [given, true], sums to 1
 
