@@ -94,6 +94,28 @@ def test_without_a_target_the_bias_is_an_upper_bound_and_the_baseline_bounds_the
     assert budget["dominant"] == VARIANCE
 
 
+def test_a_healthy_run_without_a_target_has_no_dominant_term():
+    """98.3 % train, 97.5 % eval accuracy: "avoidable bias at most 1.7 %" is a bound, not a measured underfit; the
+    variance is within noise. No term dominates and no underfitting remedies are offered."""
+    budget = error_budget([record(train=0.983, evaluated=0.975, samples=1000)])
+    by = rows(budget)
+    assert by[BIAS]["value"] == pytest.approx(0.017) and by[BIAS]["bound"] == "upper"
+    assert by[BIAS]["value"] > by[BIAS]["noise"]      # above its noise, still not dominant: only a bound
+    assert "target_error=" in by[BIAS]["note"] and "human-level" in by[BIAS]["note"]
+    assert budget["dominant"] is None and budget["remedies"] == []
+
+
+def test_a_real_underfit_with_a_target_has_the_avoidable_bias_dominant():
+    """70 % train, 68 % eval accuracy where humans err 3 %: 27 points of measured avoidable bias."""
+    underfit = [record(train=0.70, evaluated=0.68, samples=1000)]
+    budget = error_budget(underfit, target_error=0.03)
+    assert rows(budget)[BIAS]["value"] == pytest.approx(0.27) and rows(budget)[BIAS]["bound"] is None
+    assert budget["dominant"] == BIAS and budget["remedies"] == list(REMEDIES[BIAS])
+    # the same run without the target: the bias is only bounded, nothing else is measured above noise
+    unknown = error_budget(underfit)
+    assert rows(unknown)[BIAS]["bound"] == "upper" and unknown["dominant"] is None
+
+
 def test_unmeasured_terms_say_what_would_measure_them():
     budget = error_budget([record(evaluated=0.9)])
     by = rows(budget)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mindspore_doctor.analysis.budget import REMEDIES, SHIFT, VARIANCE, error_budget
+from mindspore_doctor.analysis.budget import BIAS, REMEDIES, SHIFT, VARIANCE, error_budget
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.diagnosis import diagnose
@@ -97,16 +97,27 @@ def test_the_dominant_term_reorders_causes_and_brings_the_guides_remedies():
     assert "train-eval-mode-misuse" in ranked.cause_ids()
 
 
-def test_a_budget_alone_proposes_no_cause_and_an_upper_bound_weighs_half():
+def test_a_budget_alone_proposes_no_cause_and_only_a_measured_bias_supports_underfitting():
     report = Report([])
     report.meta["error_budget"] = error_budget([shifted(0.80, 0.80, train=0.99)], target_error=0.01)
     assert diagnose(report).causes == []
-    underfit = Report([_f("MSD402")])
-    underfit.meta["error_budget"] = error_budget([shifted(0.5, 0.5, train=0.5)])  # target unknown: bias <= 50 %
-    top = diagnose(underfit).top
-    assert top.id == "training-too-short"
-    budget_evidence = [e for e in top.evidence if e["code"] == "error budget"]
-    assert budget_evidence and budget_evidence[0]["weight"] == 1.0 and "at most" in budget_evidence[0]["detail"]
+
+    def budget_evidence(budget):
+        underfit = Report([_f("MSD402")])
+        underfit.meta["error_budget"] = budget
+        top = diagnose(underfit).top
+        assert top.id == "training-too-short"
+        return [e for e in top.evidence if e["code"] == "error budget"]
+
+    # target unknown: the bias is only "at most 50 %", not dominant, no support
+    unknown = error_budget([shifted(0.5, 0.5, train=0.5)])
+    assert unknown["dominant"] is None and budget_evidence(unknown) == []
+    # a budget written when bounds could dominate: the bound still supports nothing
+    assert budget_evidence({**unknown, "dominant": BIAS}) == []
+    # human-level error 5 %: 45 points of measured avoidable bias
+    known = budget_evidence(error_budget([shifted(0.5, 0.5, train=0.5)], target_error=0.05))
+    assert known and known[0]["weight"] == 2.0
+    assert known[0]["detail"] == "avoidable bias dominates the error budget (45.0%)"
 
 
 # --- end to end: a real training with a second validation set -------------------------------------------------

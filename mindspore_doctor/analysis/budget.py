@@ -13,9 +13,12 @@ distribution shift + validation-set overfitting, each with its remedies in prior
     validation-set overfitting   holdout error - (target-eval or eval) error (``holdout_dataset``: a test set
                                  used for nothing else)
 
-The dominant term is the largest one that exceeds its sampling noise (``NOISE_SIGMAS`` standard errors: of an
-accuracy on the samples it was measured on; of an MSE, the loss's standard error when the loss is that MSE);
-its remedies are the guide's, in the guide's order. Pure: plain numbers in, a dict out
+The dominant term is the largest *measured* one that exceeds its sampling noise (``NOISE_SIGMAS`` standard
+errors: of an accuracy on the samples it was measured on; of an MSE, the loss's standard error when the loss is
+that MSE); its remedies are the guide's, in the guide's order. A bound is never dominant: without
+``target_error`` the avoidable bias is only "at most the train error", which a healthy run's 2 % train error
+satisfies as well as an underfit's 30 %, so it cannot say the model underfits (its note says to set
+``target_error=``); when no measured term exceeds its noise, none is dominant. Pure: plain numbers in, a dict out
 (``report.meta["error_budget"]``).
 """
 from __future__ import annotations
@@ -118,7 +121,8 @@ def error_budget(records: Sequence[EvalRecord], *, target_error: float | None = 
          "dominant": term | None, "remedies": [...]}
 
     ``rows`` hold the terms in ``TERMS`` order; ``value`` None: not measured (the note says what would measure
-    it); ``noise``: ``NOISE_SIGMAS`` standard errors of the term (None: unknown). The train sample's size is
+    it); ``noise``: ``NOISE_SIGMAS`` standard errors of the term (None: unknown). ``dominant``: the largest
+    measured term (``bound`` None) above its noise; None when there is none. The train sample's size is
     ``train_samples`` when the record has it, else taken as the eval sample's (both are read within
     ``eval_max_batches``); likewise for the target-eval and holdout sets.
     """
@@ -151,8 +155,9 @@ def error_budget(records: Sequence[EvalRecord], *, target_error: float | None = 
     elif known:
         rows.append(_row(BIAS, train_error - target_error, _noise(train_se), "train error - target error"))
     else:
-        rows.append(_row(BIAS, train_error, _noise(train_se), "at most the train error (the target error is unknown)",
-                         bound="upper"))
+        rows.append(_row(BIAS, train_error, _noise(train_se),
+                         "at most the train error: the target error is unknown, so the bias cannot be judged "
+                         "(set target_error=, e.g. human-level error, to judge it)", bound="upper"))
     rows.append(_row(VARIANCE, None if train_error is None else eval_error - train_error, _noise(eval_se, train_se),
                      "eval error - train error" if train_error is not None else "no train metric"))
     rows.append(_row(SHIFT, None if shift_error is None else shift_error - eval_error, _noise(shift_se, eval_se),
@@ -166,7 +171,8 @@ def error_budget(records: Sequence[EvalRecord], *, target_error: float | None = 
                      "not measured (give holdout_dataset=, a test set used for nothing else)"))
 
     def told(row: dict[str, Any]) -> bool:
-        return row["value"] is not None and row["value"] > (row["noise"] or 0.0)
+        """Measured (not a bound) and above its noise."""
+        return row["bound"] is None and row["value"] is not None and row["value"] > (row["noise"] or 0.0)
 
     candidates = [row for row in rows[1:] if told(row)]
     dominant = max(candidates, key=lambda row: row["value"])["term"] if candidates else None

@@ -3,8 +3,9 @@
 The engine only evaluates the data in ``knowledge.py``: a symptom matches when
 its code is in the report and its named predicate holds on that code's
 findings; a cause's score is the sum of its matched symptom weights. A cause proposed that way and naming the
-error-budget term that dominates the run's budget (``report.meta["error_budget"]``) gains ``BUDGET_WEIGHT`` (half
-when the term's value is only an upper bound) and the guide's remedies for that term.
+error-budget term that dominates the run's budget (``report.meta["error_budget"]``) gains ``BUDGET_WEIGHT`` and the
+guide's remedies for that term. Only a measured term dominates (``analysis.budget``): a bound (the avoidable bias
+without ``target_error``) supports no cause.
 """
 from __future__ import annotations
 
@@ -240,18 +241,17 @@ def _score(cause: Cause, ctx: _Context) -> RankedCause | None:
 
 
 def _budget_support(term: str, budget: dict[str, Any]) -> tuple[float, str] | None:
-    """(weight, detail) when ``term`` dominates the budget: ``BUDGET_WEIGHT``, half of it when its value is an
-    upper bound (the target error unknown); None otherwise."""
+    """(``BUDGET_WEIGHT``, detail) when ``term`` dominates the budget with a measured value; None otherwise. A
+    bound (a budget written before bounds stopped dominating) is no evidence: "at most the train error" holds for a
+    healthy run too."""
     if budget.get("dominant") != term:
         return None
     row = next((r for r in budget.get("rows", ()) if r.get("term") == term), {})
     value = _number(row.get("value"))
-    if value is None:
+    if value is None or row.get("bound") is not None:
         return None
-    upper = row.get("bound") == "upper"
     shown = f"{value:.1%}" if budget.get("metric") == "error" else f"{value:.4g}"
-    detail = f"{term} dominates the error budget ({'at most ' if upper else ''}{shown})"
-    return (BUDGET_WEIGHT / 2 if upper else BUDGET_WEIGHT), detail
+    return BUDGET_WEIGHT, f"{term} dominates the error budget ({shown})"
 
 
 def weight_layers_of(history: Any) -> list[str] | None:
