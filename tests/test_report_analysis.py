@@ -333,7 +333,7 @@ def test_every_task_the_evaluation_infers_renders_everywhere(kind, outputs, labe
 # --- end to end: a real training --------------------------------------------------------------------------------
 
 
-def test_a_training_with_an_eval_set_shows_its_analyses_in_every_report(tmp_path):
+def test_a_training_with_an_eval_set_shows_its_analyses_in_every_report(tmp_path, capsys):
     """Digits (8x8 images) with 10 % flipped labels, an MLP trained with the Doctor: the HTML page has the three
     sections and the suspects' thumbnails, TensorBoard the text tables and the grid, the run directory the files."""
     import mindspore as ms
@@ -353,7 +353,7 @@ def test_a_training_with_an_eval_set_shows_its_analyses_in_every_report(tmp_path
     net = nn.SequentialCell(nn.Flatten(), nn.Dense(64, 32), nn.ReLU(), nn.Dense(32, 10))
     model = ms.Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
                      nn.Adam(net.trainable_params(), 0.01))
-    doctor = Doctor(summary_dir=str(tmp_path), tensorboard=True, mindinsight=False, print_summary=False,
+    doctor = Doctor(summary_dir=str(tmp_path), tensorboard=True, mindinsight=False,
                     eval_dataset=NumpySlicesDataset({"x": x[400:], "y": y[400:]}, shuffle=False).batch(50))
     model.train(4, NumpySlicesDataset({"x": x[:400], "y": y[:400]}, shuffle=False).batch(40), callbacks=[doctor],
                 dataset_sink_mode=False)
@@ -374,3 +374,4 @@ def test_a_training_with_an_eval_set_shows_its_analyses_in_every_report(tmp_path
     assert {tb.ERROR_ANALYSIS_TAG, tb.ERROR_BUDGET_TAG, tb.LABEL_ERRORS_TAG} <= set(events.Tags()["tensors"])
     text = analysis_text(meta)
     assert "Error analysis (multiclass" in text and "Error budget (error" in text and "Label errors (eval" in text
+    assert capsys.readouterr().out.rstrip().endswith(text)  # printed at the end of training, after the findings

@@ -157,8 +157,16 @@ class RunOutputs:
     # --- the files ----------------------------------------------------------------------------
 
     def print_summary(self) -> None:
+        """The findings, then the run's analyses in a few lines each (error analysis, error budget, label errors)."""
         if self.config.print_summary:
-            print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}")
+            from mindspore_doctor.export.summary import analysis_text
+
+            try:
+                extra = analysis_text(self.report.meta)
+            except Exception as exc:  # pylint: disable=broad-except  # the summary itself still prints
+                extra = f"(the run's analyses could not be printed: {exc!r})"
+            print(f"mindspore_doctor summary ({len(self.history.steps)} steps):\n{self.report}"
+                  + (f"\n\n{extra}" if extra else ""))
 
     def write_html(self) -> None:
         if self.config.summary_dir and self.config.html_report:
