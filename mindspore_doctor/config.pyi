@@ -271,8 +271,11 @@ class DoctorConfig:
     not label errors (a clean 10-class set scored by a 66 %-accurate model: cleanlab estimates 15 %, 0.44 of its
     34 % disagreement; 10 % flipped labels under a good model: 0.7 to 1)."""
     label_noise_min_agreement: float = 0.5
-    """MSD311: and when the model's most likely class is the given label for at least this share of the samples
-    (below it, the model is too weak for its probabilities to judge labels)."""
+    """MSD311: and when the model's agreement with the given labels (the share of samples whose most likely class
+    is their label) covers at least this share of the way from the majority class's share to 1 (10 balanced
+    classes: 0.55, a balanced binary task: 0.75): a model no better than always predicting the majority class
+    says nothing about labels (a linear model at chance on a binary task: cleanlab estimates 50 % of the labels
+    wrong)."""
     overfit_patience: int = 2
     """MSD401: consecutive evaluations with rising eval loss (while train loss falls) that mean overfitting, and
     evaluations without a new best eval loss that mean it stopped improving (the gap test)."""

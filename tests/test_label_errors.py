@@ -98,7 +98,20 @@ def test_a_weak_model_on_clean_labels_gets_no_warning():
     report = label_report(given, p, source="eval", method="synthetic", positions_note="index")
     assert report.noise_rate > 0.5 and report.agreement < 0.5
     assert label_error_findings([report], DoctorConfig()) == []
-    assert label_error_findings([report], DoctorConfig(label_noise_min_agreement=0.3))
+    assert label_error_findings([report], DoctorConfig(label_noise_min_agreement=0.2))
+
+
+def test_a_model_at_chance_on_a_binary_task_gets_no_warning():
+    """50 % agreement is chance on a balanced binary task (fault program f_underfit_no_activation: a linear model on
+    rings, cleanlab estimated half of the labels wrong): the bar is set above the majority class's share."""
+    rng = np.random.default_rng(3)
+    given = rng.integers(0, 2, 1000)
+    p1 = np.clip(0.5 + 0.2 * rng.standard_normal(1000), 0.01, 0.99)
+    report = label_report(given, np.stack([1 - p1, p1], axis=1), source="eval", method="synthetic",
+                          positions_note="index")
+    assert 0.4 < report.agreement < 0.6 and report.noise_rate > 0.3 and len(report.flagged) > 100
+    assert label_error_findings([report], DoctorConfig()) == []
+    assert label_error_findings([report], DoctorConfig(label_noise_min_agreement=-1.0, label_noise_min_share=0.0))  # no bar
 
 
 def test_the_thresholds_are_options():

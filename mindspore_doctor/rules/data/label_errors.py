@@ -51,8 +51,10 @@ LABEL_NOISE_MIN_SHARE = Option(
 )
 LABEL_NOISE_MIN_AGREEMENT = Option(
     "label_noise_min_agreement", 0.5,
-    "MSD311: and when the model's most likely class is the given label for at least this share of the samples "
-    "(below it, the model is too weak for its probabilities to judge labels).",
+    "MSD311: and when the model's agreement with the given labels (the share of samples whose most likely class is "
+    "their label) covers at least this share of the way from the majority class's share to 1 (10 balanced classes: "
+    "0.55, a balanced binary task: 0.75): a model no better than always predicting the majority class says nothing "
+    "about labels (a linear model at chance on a binary task: cleanlab estimates 50 % of the labels wrong).",
 )
 LABEL_ERRORS = Rule(
     "MSD311", "label-errors", WARNING,
@@ -66,12 +68,20 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
 
+def _least_agreement(report: LabelReport, share: float) -> float:
+    """The agreement a model must reach to judge labels: ``share`` of the way from the majority class's share of
+    the samples (what always predicting it agrees on) to 1."""
+    supports = [c.support for c in report.per_class]
+    majority = max(supports) / sum(supports) if supports and sum(supports) else 0.0
+    return majority + share * (1.0 - majority)
+
+
 @LABEL_ERRORS.judge
 def label_errors(report: LabelReport, config: DoctorConfig) -> list[Finding]:
     """MSD311 on one report: a warning when at least ``label_noise_min_samples`` samples were scored, the estimated
     noise rate is above ``label_noise_min_rate``, at least ``label_noise_min_flagged`` samples are flagged, and the
-    model is good enough for its probabilities to judge labels: its most likely class is the given label for at
-    least ``label_noise_min_agreement`` of the samples, and the estimated wrong labels account for at least
+    model is good enough for its probabilities to judge labels: its agreement with the given labels covers at least
+    ``label_noise_min_agreement`` of the way from the majority class's share to 1, and the estimated wrong labels account for at least
     ``label_noise_min_share`` of its disagreements with the labels."""
     flagged = len(report.flagged)
     if (report.samples < config.label_noise_min_samples or report.noise_rate <= config.label_noise_min_rate
@@ -79,7 +89,7 @@ def label_errors(report: LabelReport, config: DoctorConfig) -> list[Finding]:
         return []
     if report.agreement is not None:
         disagreement = 1.0 - report.agreement
-        if (report.agreement < config.label_noise_min_agreement
+        if (report.agreement < _least_agreement(report, config.label_noise_min_agreement)
                 or report.noise_rate < config.label_noise_min_share * disagreement):
             return []
     source = SOURCES.get(report.source, report.source)
