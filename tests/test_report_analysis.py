@@ -134,6 +134,11 @@ def test_budget_section_marks_bounds_noise_and_the_dominant_term(meta):
     assert [remedies.index(r) for r in meta["error_budget"]["remedies"]] == sorted(
         remedies.index(r) for r in meta["error_budget"]["remedies"])
     assert section.count("—") == 2  # the terms not measured
+    quiet = {**meta["error_budget"], "dominant": None, "remedies": []}  # no term above its noise
+    section = _section(html.render_html(Report(meta={"error_budget": quiet})), "error-budget")
+    assert 'id="budget-no-dominant"' in section and 'id="budget-remedies"' not in section
+    assert analysis_text({"error_budget": quiet}).splitlines()[-1].strip().startswith("no dominant term")
+    assert "No dominant term" in tb.error_budget_markdown(quiet)
 
 
 def test_label_section_thumbnails_from_the_run_directory(meta, tmp_path):

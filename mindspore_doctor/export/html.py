@@ -20,8 +20,8 @@ from mindspore_doctor._io import HISTORY_FILE, HTML_FILE, REPORT_FILE, atomic_wr
 from mindspore_doctor.catalog import RULES
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.export import labels as label_files
-from mindspore_doctor.export.summary import (budget_cell, finite, is_classification, labels_text, number, percent,
-                                             sample_at, scored, sentence, spread_evenly)
+from mindspore_doctor.export.summary import (NO_DOMINANT, budget_cell, finite, is_classification, labels_text, number,
+                                             percent, sample_at, scored, sentence, spread_evenly)
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.rule_docs import rule_doc_uri as rule_doc_href  # one lookup for every report's rule links
 from mindspore_doctor.signals import TrainingHistory
@@ -390,6 +390,7 @@ def _error_budget(budget: dict[str, Any]) -> dict[str, Any]:
         ("trivial predictor", "baseline_error"), ("train", "train_error"), ("eval", "eval_error"),
         ("target eval", "target_eval_error"), ("held-out test", "holdout_error")) if finite(budget.get(key))]
     return {"metric": metric, "rows": rows, "measured": seen, "dominant": budget.get("dominant"),
+            "no_dominant": sentence(NO_DOMINANT),
             "remedies": list(budget.get("remedies", [])), "target_source": budget.get("target_source"),
             "has_bounds": any(r["bound"] for r in rows)}
 

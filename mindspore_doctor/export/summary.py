@@ -235,6 +235,7 @@ def _flush_open_writers() -> None:
 
 BUDGET_TERMS = ("target error", "avoidable bias", "variance", "distribution shift", "validation-set overfitting")
 """The error budget's rows, in the order of the troubleshooting guide's decomposition."""
+NO_DOMINANT = "no dominant term: none is measured above its noise (a bound never dominates)"
 BOUND_MARKS = {"upper": "≤ ", "lower": "≥ ", None: ""}
 """A budget value that is a bound, not an estimate: ``≤`` (the true term is at most this), ``≥`` (at least)."""
 
@@ -340,6 +341,8 @@ def error_budget_lines(budget: Mapping[str, Any], width: int = 100, top: int = 3
         remedies = " ".join(f"{i}) {r}" for i, r in enumerate(budget.get("remedies", [])[:top], 1))
         lines += textwrap.wrap(f"dominant: {dominant}" + (f"; first remedies: {remedies}" if remedies else ""),
                                width, initial_indent="    ", subsequent_indent="      ")
+    elif budget.get("rows"):
+        lines.append(f"    {NO_DOMINANT}")
     return lines
 
 

@@ -39,9 +39,9 @@ import numpy as np
 
 from mindspore_doctor._io import HISTORY_FILE, REPORT_FILE
 from mindspore_doctor.export import labels as label_files
-from mindspore_doctor.export.summary import (TAG_PREFIX, BufferedSummaryWriter, budget_cell, budget_value, finite,
-                                             is_classification, labels_text, number, percent, sample_at, scored,
-                                             sentence, unique_file_tag, worst_classes)
+from mindspore_doctor.export.summary import (NO_DOMINANT, TAG_PREFIX, BufferedSummaryWriter, budget_cell, budget_value,
+                                             finite, is_classification, labels_text, number, percent, sample_at,
+                                             scored, sentence, unique_file_tag, worst_classes)
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.signals import TrainingHistory
 
@@ -178,6 +178,8 @@ def error_budget_markdown(budget: Mapping[str, Any]) -> str:
     if dominant:
         lines += ["", f"**Dominant: {_cell(dominant)}.** Remedies, in the guide's order:", ""]
         lines += [f"{i}. {_cell(r)}" for i, r in enumerate(budget.get("remedies", []), 1)]
+    else:
+        lines += ["", sentence(NO_DOMINANT)]
     return "\n".join(lines)
 
 
