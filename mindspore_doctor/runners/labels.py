@@ -273,6 +273,37 @@ def _predict(network: Any, inputs: tuple[np.ndarray, ...]) -> np.ndarray:
     return np.concatenate(out)
 
 
+ENSEMBLE_SHARE = 0.5
+"""A fold's held-out probabilities are the mean over its last ``ENSEMBLE_SHARE`` of the epochs (at least the last
+one): a network trained on noisy folds ends overconfident on its own mistakes, and the mean of a few late epochs
+(a snapshot ensemble) is better calibrated, which is what confident learning's per-class thresholds need."""
+
+
+class _HeldOutScores:
+    """The held-out fold's outputs at the end of each of the last epochs, in eval mode, the train flags restored."""
+
+    def __init__(self, network: Any, inputs: tuple[np.ndarray, ...], epochs: int) -> None:
+        from mindspore.train import Callback
+
+        self.network, self.inputs = network, inputs
+        self.first = epochs - max(1, round(ENSEMBLE_SHARE * epochs)) + 1  # the first epoch read
+        self.outputs: list[np.ndarray] = []
+        scores = self
+
+        class _Callback(Callback):
+            def on_train_epoch_end(self, run_context: Any) -> None:
+                if run_context.original_args().cur_epoch_num >= scores.first:
+                    scores.read()
+
+        self.callback = _Callback()
+
+    def read(self) -> None:
+        from mindspore_doctor.forward import ModeSnapshot
+
+        with ModeSnapshot(self.network):
+            self.outputs.append(_predict(self.network, self.inputs))
+
+
 class _DatasetSeed:
     """The dataset seed set for a fold's shuffle, the user's restored afterwards."""
 
@@ -353,18 +384,20 @@ def run_folds(build: Callable[[dict[str, Any]], tuple[Any, Any, Any]], data: Any
         with _DatasetSeed(seed + fold):
             train = ds.NumpySlicesDataset(columns, column_names=list(loaded.columns), shuffle=True).batch(batch)
             try:
+                held = tuple(x[held_idx] for x in loaded.inputs)
+                scores = _HeldOutScores(net, held, epochs)
                 with failing_as(f"training fold {fold}"):
-                    Model(net, loss_fn, optimizer).train(epochs, train, dataset_sink_mode=False)
-                with failing_as(f"predicting fold {fold}"):
-                    outputs = _predict(net, tuple(x[held_idx] for x in loaded.inputs))
+                    Model(net, loss_fn, optimizer).train(epochs, train, callbacks=[scores.callback],
+                                                                         dataset_sink_mode=False)
             except TrialFailed as exc:
                 raise LabelsError(str(exc)) from None
-        if len(outputs) != len(held_idx):
-            raise LabelsError(f"the network gives {len(outputs)} outputs for {len(held_idx)} samples")
-        if not np.isfinite(outputs).all():
+        outputs = scores.outputs
+        if any(len(o) != len(held_idx) for o in outputs):
+            raise LabelsError(f"the network gives {len(outputs[-1])} outputs for {len(held_idx)} samples")
+        if not all(np.isfinite(o).all() for o in outputs):
             raise LabelsError(f"fold {fold}'s network gives non-finite outputs after training: did training "
                               f"diverge? (a smaller learning rate, or fewer epochs)")
-        fold_probs = to_probabilities(outputs, loaded.labels[held_idx], loss_fn, k)
+        fold_probs = np.mean([to_probabilities(o, loaded.labels[held_idx], loss_fn, k) for o in outputs], axis=0)
         if probs is None:
             probs = np.zeros((n, fold_probs.shape[1]))
         elif fold_probs.shape[1] != probs.shape[1]:
@@ -377,7 +410,8 @@ def run_folds(build: Callable[[dict[str, Any]], tuple[Any, Any, Any]], data: Any
                      f"{accuracy[-1]:.3f}")
     assert probs is not None
     method = (f"{folds}-fold out-of-sample probabilities: each fold scored by a fresh build() trained {epochs} "
-              f"epoch(s) on the other folds (batch {batch}, seed {seed})")
+              f"epoch(s) on the other folds (batch {batch}, seed {seed}); held-out probabilities averaged over "
+              f"the last {max(1, round(ENSEMBLE_SHARE * epochs))} epoch(s)")
     report = label_report(loaded.classes, probs, source="folds", method=method, positions_note=loaded.positions_note,
                           positions=np.arange(n), sha1=_sha1s(loaded.inputs))
     run = LabelRun(report, probs, loaded.classes, folds, epochs, batch, accuracy, inputs=loaded.inputs)
