@@ -1,4 +1,4 @@
-"""MSD301-MSD310: judge the statistics the data probes measured on a dataset sample.
+"""MSD301-MSD313: judge the statistics the data probes measured on a dataset sample (and MSD311 the label reports).
 
 Every rule is a pure function ``(DataSignals, DoctorConfig) -> list[Finding]`` over numpy numbers; nothing here
 touches MindSpore. Rules that need something the probes could not measure raise ``CheckSkipped`` (reported as
