@@ -269,3 +269,17 @@ def test_the_diagnosis_names_wrong_labels():
     diagnosis = diagnose(label_error_findings([report], DoctorConfig()))
     assert diagnosis.top.id == "wrong-labels"
     assert any("doctor_label_issues.csv" in remedy for remedy in diagnosis.top.remedies)
+
+
+def test_label_reports_apart_gives_the_in_process_reports_and_their_errors():
+    """The Doctor runs cleanlab in a child process (its imports stay out of the training process): same reports."""
+    from mindspore_doctor.analysis.labels import label_reports_apart
+
+    true, given, flip, p = noisy(rate=0.1, seed=4)
+    request = dict(labels=given, pred_probs=p, source="eval", method="synthetic", positions_note="index",
+                   positions=np.arange(len(given)) + 7, sha1=[f"{i:012x}" for i in range(len(given))])
+    apart = label_reports_apart([request, {**request, "source": "train-sample"}])
+    assert [r.to_dict() for r in apart] == [label_report(**request).to_dict(),
+                                            label_report(**{**request, "source": "train-sample"}).to_dict()]
+    with pytest.raises(ValueError, match="finite"):
+        label_reports_apart([{**request, "pred_probs": np.full_like(p, np.nan)}])

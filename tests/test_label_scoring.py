@@ -166,7 +166,8 @@ def test_a_failing_label_analysis_is_msd001_and_training_is_unaffected(monkeypat
     assert [p for p in net.get_parameters() if not np.array_equal(p.asnumpy(), plain[p.name])] == []
 
     monkeypatch.undo()
-    monkeypatch.setattr(labels, "label_report", lambda *a, **k: (_ for _ in ()).throw(ValueError("bad report")))
+    monkeypatch.setattr(labels, "label_reports_apart",
+                        lambda *a, **k: (_ for _ in ()).throw(ValueError("bad report")))
     doctor = _doctor()
     _train(Y, doctor, epochs=1)
     failed = [f for f in doctor.report.by_code("MSD001") if f.location.get("check") == "label-analysis"]
@@ -231,3 +232,33 @@ def test_read_sample_keeps_whole_batches_within_each_bound():
     batches = read_sample(data, 50, 96, 1e9)
     assert np.array_equal(sample_inputs(batches, [0, 33, 95]), X[[0, 33, 95]])
     assert row_hashes(batches)[33] == hashlib.sha1(X[33].tobytes()).hexdigest()[:12]
+
+
+def test_cleanlab_stays_out_of_the_training_process():
+    """cleanlab (with scikit-learn, SciPy, pandas: +90 MB resident) runs in a child process at the end of the run:
+    the training process never imports it, and the reports still arrive."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import mindspore.dataset as ds
+        from mindspore import nn
+        from mindspore.train import Model
+        from mindspore_doctor import Doctor
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((256, 8)).astype(np.float32)
+        y = (x[:, 0] > 0).astype(np.int32)
+        make = lambda: ds.NumpySlicesDataset((x, y), column_names=["x", "label"], shuffle=False).batch(32)
+        net = nn.Dense(8, 2)
+        doctor = Doctor(eval_dataset=make(), mindinsight=False, print_summary=False)
+        Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), nn.Adam(net.trainable_params(),
+              1e-2)).train(2, make(), callbacks=[doctor], dataset_sink_mode=False)
+        sources = [r["source"] for r in doctor.report.meta["label_issues"]]
+        print(sources, sorted(m for m in ("cleanlab", "sklearn", "pandas") if m in sys.modules))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "['eval', 'train-sample'] []"

@@ -509,37 +509,35 @@ class Evaluator:
         """Confident learning on the last run's eval probabilities (out of sample: "eval") and on the training
         sample's trajectory ("train-sample"), and the inputs of each source's top ``analysis_top`` suspects
         (``export.labels.write_label_files``'s ``suspect_inputs``)."""
-        from mindspore_doctor.analysis.labels import label_report
+        from mindspore_doctor.analysis.labels import label_reports_apart
 
-        reports, inputs = [], {}
-        top = self.config.analysis_top
+        requests, sources = [], {}
         evaluated, task = self.last_eval, self.task
         if evaluated is not None and task is not None and task.per_sample_classes(evaluated.outputs.shape):
             given = task.class_ids(evaluated.outputs.shape, evaluated.labels)
             batches, sha1 = self._eval_rows(evaluated.labels)
-            report = label_report(given, task.probabilities(evaluated.outputs), source="eval",
-                                  method="the model's eval-mode probabilities after the last evaluated epoch "
-                                         "(the eval set is not trained on: out of sample)",
-                                  positions_note="index in the order the eval dataset yields its samples",
-                                  sha1=sha1)
-            reports.append(report)
-            positions = [s.position for s in report.flagged[:top]]
-            found = sample_inputs(batches, positions) if batches else None
-            if found is not None:
-                inputs["eval"] = (found, np.asarray(positions, dtype=np.int64))
+            requests.append(dict(labels=given, pred_probs=task.probabilities(evaluated.outputs), source="eval",
+                                 method="the model's eval-mode probabilities after the last evaluated epoch "
+                                        "(the eval set is not trained on: out of sample)",
+                                 positions_note="index in the order the eval dataset yields its samples", sha1=sha1))
+            sources["eval"] = batches
         trajectory = self.trajectory
         if trajectory is not None and trajectory.evaluations:
             evaluations = trajectory.evaluations
-            report = label_report(self._sample_labels, trajectory.pred_probs(), source="train-sample",
-                                  method=f"eval-mode probabilities of a fixed training sample over {evaluations} "
-                                         f"evaluation{'s' if evaluations != 1 else ''} (trajectory)",
-                                  positions_note="index in the order the training dataset first yielded its samples",
-                                  sha1=self.train_sha1)
-            reports.append(report)
-            positions = [s.position for s in report.flagged[:top]]
-            found = sample_inputs(self.train_sample, positions)
+            requests.append(dict(labels=self._sample_labels, pred_probs=trajectory.pred_probs(), source="train-sample",
+                                 method=f"eval-mode probabilities of a fixed training sample over {evaluations} "
+                                        f"evaluation{'s' if evaluations != 1 else ''} (trajectory)",
+                                 positions_note="index in the order the training dataset first yielded its samples",
+                                 sha1=self.train_sha1))
+            sources["train-sample"] = self.train_sample
+        reports = label_reports_apart(requests) if requests else []
+        inputs = {}
+        for report in reports:
+            positions = [s.position for s in report.flagged[:self.config.analysis_top]]
+            batches = sources[report.source]
+            found = sample_inputs(batches, positions) if batches else None
             if found is not None:
-                inputs["train-sample"] = (found, np.asarray(positions, dtype=np.int64))
+                inputs[report.source] = (found, np.asarray(positions, dtype=np.int64))
         return reports, inputs
 
     def _eval_rows(self, labels: np.ndarray) -> tuple[list[Batch] | None, list[str] | None]:
