@@ -249,19 +249,21 @@ def _train_on_broken_data(doctor=None):
     seen = StepsSeen()
     with pytest.raises(Exception) as caught:
         Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), optimizer).train(
-            2, _broken_dataset(), callbacks=[seen, *([doctor] if doctor else [])], dataset_sink_mode=False)
+            2, _broken_dataset(n=2048, fail_at=64 * 16 + 3), callbacks=[seen, *([doctor] if doctor else [])],
+            dataset_sink_mode=False)
     return net, optimizer, caught.value, seen
 
 
 def test_an_exception_from_the_dataset_iterator_is_reported_and_propagates_unchanged(tmp_path):
-    """MindSpore's pipeline reads ahead and raises the source's error at the next batch after it (here after
-    step 1, though record 83 is in batch 6), wrapped in its own RuntimeError: the Doctor changes neither."""
+    """MindSpore's pipeline reads ahead and raises the source's error at the next batch after it, wrapped in its own
+    RuntimeError: the Doctor changes neither. The bad record sits in batch 65, beyond the pipeline's read-ahead: with
+    it in batch 6 (128 records), a slow first step let the read-ahead reach it before step 1 (a flaky test)."""
     doctor = Doctor(tmp_path, ignore=QUIET, probe_every=2)
     net, optimizer, error, seen = _train_on_broken_data(doctor)
     _, _, plain_error, _ = _train_on_broken_data()
     assert all(seen.probed)
     assert type(error) is type(plain_error)
-    assert str(error) == str(plain_error) and "UserError: corrupt record 83" in str(error)
+    assert str(error) == str(plain_error) and "UserError: corrupt record 1027" in str(error)
     _assert_restored(net, optimizer, nn.Momentum)
     report = _read_report(tmp_path)
     ended_at = seen.steps[-1]  # the step training was at when the next batch could not be read
