@@ -101,6 +101,8 @@ def test_flipped_labels_fill_the_trajectory_and_msd311_names_the_training_sample
     assert precision > 0.7 and recall > 0.7, (precision, recall)
     assert abs(train["noise_rate"] - truth.mean()) < 0.08
     assert reports["eval"]["noise_rate"] < 0.05  # the eval split is clean
+    assert evaluator.eval_trajectory.evaluations == 4  # the eval set: the mean over its evaluations
+    assert "averaged over 4 evaluations" in reports["eval"]["method"]
 
 
 def test_the_end_of_run_analyses_are_in_the_report_and_the_files(noisy):
@@ -128,6 +130,36 @@ def test_clean_labels_get_no_msd311():
     assert "MSD311" not in _codes(doctor), str(doctor.report)
     assert doctor.session._evaluator.trajectory.evaluations == 4
     assert not {"MSD001", "MSD002"} & doctor.report.codes(), str(doctor.report)
+
+
+class _NewOrderEachPass:
+    """A random-access source that yields the eval set in a new order at every pass (as an unseeded shuffle)."""
+
+    def __init__(self):
+        self.passes = 0
+        self.order = np.arange(len(YE))
+
+    def __getitem__(self, i):
+        if i == 0:
+            self.passes += 1
+            self.order = np.random.default_rng(self.passes).permutation(len(YE))
+        return XE[self.order[i]], YE[self.order[i]]
+
+    def __len__(self):
+        return len(YE)
+
+
+def test_a_shuffling_eval_set_is_judged_on_its_last_evaluation():
+    """Its samples come in another order at each evaluation: no per-sample mean across them."""
+    source = _NewOrderEachPass()
+    eval_ds = ds.GeneratorDataset(source, ["x", "label"], shuffle=False).batch(32)
+    doctor = Doctor(eval_dataset=eval_ds, ignore=QUIET, probe_every=16, mindinsight=False, print_summary=False)
+    _train(Y, doctor, epochs=3)
+    assert source.passes >= 3
+    evaluator = doctor.session._evaluator
+    assert evaluator.eval_trajectory.evaluations == 1 and evaluator.trajectory.evaluations == 3
+    (report,) = [r for r in doctor.report.meta["label_issues"] if r["source"] == "eval"]
+    assert "averaged over 1 evaluation " in report["method"] and report["samples"] == 256
 
 
 def test_label_sample_size_zero_reads_fresh_train_batches_and_scores_only_the_eval_set():

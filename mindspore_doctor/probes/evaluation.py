@@ -105,6 +105,16 @@ def row_hashes(batches: Sequence[Batch]) -> list[str]:
     return hashes
 
 
+def batches_digest(batches: Sequence[Batch]) -> str:
+    """One sha1 over every column of every batch: whether two reads of a dataset yielded the same samples in the
+    same order."""
+    digest = hashlib.sha1()
+    for batch in batches:
+        for column in batch:
+            digest.update(np.ascontiguousarray(column).tobytes())
+    return digest.hexdigest()
+
+
 def sample_inputs(batches: Sequence[Batch], positions: Sequence[int]) -> np.ndarray | None:
     """The first input column of the samples at ``positions`` (in the order the batches hold them), stacked as
     the pipeline yields one sample; None when the batches have no input column."""
@@ -386,6 +396,11 @@ OTHER_SETS = {"target_eval": "target_eval_dataset", "holdout": "holdout_dataset"
 """The evaluations besides ``eval_dataset``: EvalRecord field prefix -> run option holding the dataset."""
 
 
+def _ignored(task: Task, class_ids: np.ndarray) -> bool:
+    """Whether some labels are ones the loss ignores (negative, or the task's ``ignore_index``): no class to judge."""
+    return bool((class_ids < 0).any() or (task.ignore_index is not None and (class_ids == task.ignore_index).any()))
+
+
 @dataclass
 class Evaluator:
     """The Doctor's periodic evaluation: one ``run`` per evaluated epoch; ``rules.evaluation`` judges them.
@@ -416,6 +431,13 @@ class Evaluator:
     """``analysis.labels.Trajectory`` of the training sample's per-sample probabilities, one row per run."""
     labels_skipped: str = ""
     """Why the training sample's labels are not scored (the task has no single class per sample...)."""
+    eval_trajectory: Any = None
+    """``analysis.labels.Trajectory`` of the eval set's per-sample probabilities (MSD311's "eval" source: their
+    mean over the evaluations); restarted when the eval set yields other samples or another order (shuffled)."""
+    _eval_digest: str = ""
+    """``batches_digest`` of the last run's eval batches."""
+    _trajectory_digest: str = ""
+    """``batches_digest`` of the eval batches ``eval_trajectory`` averages over."""
     _probe: Probe | None = None
     _sample_labels: np.ndarray | None = None
 
@@ -434,6 +456,7 @@ class Evaluator:
         if not eval_batches:
             raise CheckSkipped("the eval dataset is empty")
         evaluated = self._probe.measure(eval_batches, noise=True)
+        self._eval_digest = batches_digest(eval_batches)
         trained = None
         if train_dataset is not None:
             train_batches = self._train_batches(train_dataset, limit)
@@ -485,21 +508,28 @@ class Evaluator:
             setattr(record, f"{name}_metric", self.task.metric(measured.outputs, measured.labels))
 
     def score_labels(self) -> None:
-        """Add the last run's class probabilities of the training sample to ``trajectory`` (computed from that
-        run's forward pass: no pass of its own). A task without one class per sample (regression, per-token,
-        multi-label) leaves ``labels_skipped`` saying so."""
-        task, trained = self.task, self.last_train
+        """Add the last run's class probabilities of the eval set to ``eval_trajectory`` and those of the training sample
+        to ``trajectory`` (computed from that run's forward passes: no pass of its own). A task without one class per
+        sample (regression, per-token, multi-label) leaves ``labels_skipped`` saying so."""
+        from mindspore_doctor.analysis.labels import Trajectory
+
+        task, evaluated, trained = self.task, self.last_eval, self.last_train
+        if task is not None and evaluated is not None and task.per_sample_classes(evaluated.outputs.shape):
+            given = task.class_ids(evaluated.outputs.shape, evaluated.labels)
+            if self.eval_trajectory is None or self._trajectory_digest != self._eval_digest:
+                self.eval_trajectory = None if _ignored(task, given) else Trajectory(given)
+                self._trajectory_digest = self._eval_digest
+            if self.eval_trajectory is not None:
+                self.eval_trajectory.add(task.probabilities(evaluated.outputs))
         if trained is None or self.train_sample is None:
             return
         if task is None or not task.per_sample_classes(trained.outputs.shape):
             self.labels_skipped = (f"the {task.kind} task has no single class label per sample" if task else
                                    "no classification task fits the outputs and labels")
             return
-        from mindspore_doctor.analysis.labels import Trajectory
-
         given = task.class_ids(trained.outputs.shape, trained.labels)
         if self.trajectory is None:
-            if (given < 0).any() or (task.ignore_index is not None and (given == task.ignore_index).any()):
+            if _ignored(task, given):
                 self.labels_skipped = "the training sample holds labels the loss ignores"
                 return
             self.trajectory, self._sample_labels = Trajectory(given), given
@@ -512,13 +542,14 @@ class Evaluator:
         from mindspore_doctor.analysis.labels import label_reports_apart
 
         requests, sources = [], {}
-        evaluated, task = self.last_eval, self.task
-        if evaluated is not None and task is not None and task.per_sample_classes(evaluated.outputs.shape):
-            given = task.class_ids(evaluated.outputs.shape, evaluated.labels)
-            batches, sha1 = self._eval_rows(evaluated.labels)
-            requests.append(dict(labels=given, pred_probs=task.probabilities(evaluated.outputs), source="eval",
-                                 method="the model's eval-mode probabilities after the last evaluated epoch "
-                                        "(the eval set is not trained on: out of sample)",
+        held_out = self.eval_trajectory
+        if held_out is not None and self.last_eval is not None:
+            evaluations = held_out.evaluations
+            batches, sha1 = self._eval_rows(self.last_eval.labels)
+            requests.append(dict(labels=held_out.labels, pred_probs=held_out.mean_probs(), source="eval",
+                                 method=f"the model's eval-mode probabilities averaged over {evaluations} "
+                                        f"evaluation{'s' if evaluations != 1 else ''} (the eval set is not trained "
+                                        "on: out of sample)",
                                  positions_note="index in the order the eval dataset yields its samples", sha1=sha1))
             sources["eval"] = batches
         trajectory = self.trajectory
