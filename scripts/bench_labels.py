@@ -170,20 +170,11 @@ def train_plain(data: Data, given: np.ndarray) -> tuple[list[np.ndarray], list[f
     import mindspore as ms
     from mindspore import Tensor
 
+    from benchmarks.faults.kit import quick_start_step
+
     ms.set_seed(SEED)
     net, loss_fn, optimizer = builder(data)({})
-
-    def forward(x, y):
-        return loss_fn(net(x), y)
-
-    grad_fn = ms.value_and_grad(forward, None, optimizer.parameters)
-
-    @ms.jit
-    def step(x, y):
-        loss, grads = grad_fn(x, y)
-        optimizer(grads)
-        return loss
-
+    step = quick_start_step(net, loss_fn, optimizer)
     rng = np.random.default_rng(SEED)
     n = given.size
     epochs, held = [], []

@@ -142,8 +142,8 @@ def wait(driver: Any, what: str, script: str, *args: Any, timeout: float = 90, s
     raise SystemExit(f"{what}: the page did not finish drawing in {timeout:.0f}s ({driver.current_url})")
 
 
-def save(driver: Any, path: Path) -> None:
-    png = driver.get_screenshot_as_png()
+def write_png(png: bytes, path: Path) -> None:
+    """Write a screenshot, quantised to 256 colours when it is over ``MAX_BYTES`` (the docs stay small)."""
     if len(png) > MAX_BYTES:
         from PIL import Image
 
@@ -152,6 +152,10 @@ def save(driver: Any, path: Path) -> None:
         png = buffer.getvalue()
     path.write_bytes(png)
     print(f"{path} ({len(png) // 1024} KB)")
+
+
+def save(driver: Any, path: Path) -> None:
+    write_png(driver.get_screenshot_as_png(), path)
 
 
 def shoot(driver: Any, out: Path, name: str, url: str, ready: Callable[[], Any]) -> None:
@@ -198,15 +202,7 @@ def save_section(driver: Any, selector: str, path: Path, margin: int = 12) -> No
         "height": height + 2 * margin, "scale": 1}})
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
         "width": VIEWPORT[0], "height": VIEWPORT[1], "deviceScaleFactor": 1, "mobile": False})
-    png = base64.b64decode(shot["data"])
-    if len(png) > MAX_BYTES:
-        from PIL import Image
-
-        buffer = io.BytesIO()
-        Image.open(io.BytesIO(png)).convert("RGB").quantize(256).save(buffer, "PNG", optimize=True)
-        png = buffer.getvalue()
-    path.write_bytes(png)
-    print(f"{path} ({len(png) // 1024} KB)")
+    write_png(base64.b64decode(shot["data"]), path)
 
 
 def shoot_analysis(driver: Any, base: Path, wanted: str | None, out: Path, stack: ExitStack) -> None:
