@@ -71,6 +71,16 @@ def test_msd406_warns_on_many_trials_and_a_small_validation_set_only():
     assert tuning.optimistic_best("mse", 0.2, 200, 30) == []  # only accuracies are judged
 
 
+def test_msd406_reads_the_held_out_split_as_the_error_budget_does():
+    """The budget's validation-set overfitting term, measured on the held-out split, settles the expected optimism."""
+    (held,) = tuning.optimistic_best("accuracy", 0.93, 200, 30, holdout=0.90, holdout_samples=200)
+    assert held.severity == "info" and "does not show it" in held.message
+    assert held.evidence["validation_overfitting"] == pytest.approx(0.03) and held.evidence["noise"] > 0.03
+    (worse,) = tuning.optimistic_best("accuracy", 0.93, 200, 30, holdout=0.80, holdout_samples=1000)
+    assert worse.severity == "warning" and "+13.0% validation-set overfitting" in worse.message
+    assert worse.evidence["validation_overfitting"] > worse.evidence["noise"]
+
+
 def test_a_curve_is_hopeless_only_when_clearly_in_the_worst_quarter():
     others = [0.74, 0.75, 0.76, 0.70]
     noise = tuning.score_noise("accuracy", 0.68, 192)  # two standard errors on 192 samples: 6.7 points

@@ -110,6 +110,23 @@ def _row(term: str, value: float | None, noise: float | None, note: str, bound: 
     return {"term": term, "value": value, "bound": bound, "note": note, "noise": noise}
 
 
+def told(row: dict[str, Any]) -> bool:
+    """A budget row that is measured (not a bound) and above its noise."""
+    return row["bound"] is None and row["value"] is not None and row["value"] > (row["noise"] or 0.0)
+
+
+def validation_overfitting(holdout_error: float | None, holdout_se: float | None, reference_error: float,
+                           reference_se: float | None, reference: str) -> dict[str, Any]:
+    """The validation-set overfitting row: how much worse the model does on a held-out set used for nothing else
+    than on the set it was chosen on (``reference``: "eval", "target-eval"). The budget's last row, and what
+    tune's MSD406 measures once a study has a held-out split (the best of many trials scored on one validation
+    set flatters it: ``rules.tuning.selection_optimism`` is the expected size of this term)."""
+    if holdout_error is None:
+        return _row(VALIDATION, None, None, "not measured (give holdout_dataset=, a test set used for nothing else)")
+    return _row(VALIDATION, holdout_error - reference_error, _noise(holdout_se, reference_se),
+                f"holdout error - {reference} error")
+
+
 def error_budget(records: Sequence[EvalRecord], *, target_error: float | None = None) -> dict[str, Any] | None:
     """The budget of the last evaluation (``report.meta["error_budget"]``); None without an eval metric.
 
@@ -163,17 +180,10 @@ def error_budget(records: Sequence[EvalRecord], *, target_error: float | None = 
     rows.append(_row(SHIFT, None if shift_error is None else shift_error - eval_error, _noise(shift_se, eval_se),
                      "target-eval error - eval error" if shift_error is not None else
                      "not measured (give target_eval_dataset=, validation data from the test distribution)"))
-    reference, reference_se, name = ((shift_error, shift_se, "target-eval") if shift_error is not None
-                                     else (eval_error, eval_se, "eval"))
-    rows.append(_row(VALIDATION, None if holdout_error is None else holdout_error - reference,
-                     _noise(holdout_se, reference_se),
-                     f"holdout error - {name} error" if holdout_error is not None else
-                     "not measured (give holdout_dataset=, a test set used for nothing else)"))
-
-    def told(row: dict[str, Any]) -> bool:
-        """Measured (not a bound) and above its noise."""
-        return row["bound"] is None and row["value"] is not None and row["value"] > (row["noise"] or 0.0)
-
+    if shift_error is not None:
+        rows.append(validation_overfitting(holdout_error, holdout_se, shift_error, shift_se, "target-eval"))
+    else:
+        rows.append(validation_overfitting(holdout_error, holdout_se, eval_error, eval_se, "eval"))
     candidates = [row for row in rows[1:] if told(row)]
     dominant = max(candidates, key=lambda row: row["value"])["term"] if candidates else None
     return {

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 from typing import Any, Iterable
 
+from mindspore_doctor.analysis.budget import told, validation_overfitting
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rule import Rule, WARNING
 from mindspore_doctor.rules import evaluation
@@ -189,24 +190,45 @@ TUNING_OPTIMISTIC_BEST = Rule(
 
 
 @TUNING_OPTIMISTIC_BEST.judge
-def optimistic_best(metric: str, best: float, samples: int | None, trials: int,
-                    holdout: float | None = None) -> list[Finding]:
-    """MSD406: the best validation accuracy of many trials on a small validation set overstates the model."""
+def optimistic_best(metric: str, best: float, samples: int | None, trials: int, holdout: float | None = None,
+                    holdout_samples: int | None = None) -> list[Finding]:
+    """MSD406: the best validation accuracy of many trials on a small validation set overstates the model.
+
+    With the best trial's held-out accuracy (``holdout`` on ``holdout_samples``), the error budget's
+    validation-set overfitting term (``analysis.budget.validation_overfitting``) measures what is otherwise only
+    expected: a warning when it exceeds its noise (or its noise is unknown), info when the held-out split shows
+    none."""
     if not samples or not metric.endswith("accuracy"):
         return []
     optimism = selection_optimism(best, samples, trials)
     if optimism < OPTIMISM_TOLERANCE:
         return []
-    held = (f" On the held-out split the best trial scores {holdout:.1%}." if holdout is not None
-            else " No held-out split was given to check it.")
+    message = (f"The best {metric} {best:.1%} was picked among {trials} trials measured on the same {samples} "
+               f"validation samples; by chance alone the best of {trials} such scores reads about {optimism:.1%} "
+               f"above its true value.")
+    evidence = {"best": best, "samples": samples, "trials": trials, "optimism": optimism, "holdout": holdout,
+                "holdout_samples": holdout_samples}
+    suggestion = ("Report the held-out score (tune(..., holdout_ds=...)), validate on more samples, or run fewer "
+                  "trials.")
+    if holdout is None:
+        return [TUNING_OPTIMISTIC_BEST.finding(message + " No held-out split was given to check it.",
+                                               location={"check": "tune"}, evidence=evidence, suggestion=suggestion)]
+    row = validation_overfitting(1.0 - holdout, accuracy_error(holdout, holdout_samples) if holdout_samples else None,
+                                 1.0 - best, accuracy_error(best, samples), "validation")
+    gap, noise = row["value"], row["noise"]
+    evidence.update(validation_overfitting=gap, noise=noise)
+    if noise is not None and not told(row):
+        return [TUNING_OPTIMISTIC_BEST.finding(
+            message + f" The held-out split does not show it: the best trial scores {holdout:.1%} there, within "
+            f"noise of its validation score (validation-set overfitting {gap:+.1%}, noise {noise:.1%} on "
+            f"{holdout_samples} held-out samples).",
+            location={"check": "tune"}, evidence=evidence, severity="info",
+            suggestion="Report the held-out score, not the validation score, as the model's.")]
+    measured = (f"{gap:+.1%} validation-set overfitting, above its noise {noise:.1%}" if noise is not None else
+                f"{gap:+.1%} validation-set overfitting; its noise is unknown")
     return [TUNING_OPTIMISTIC_BEST.finding(
-        f"The best {metric} {best:.1%} was picked among {trials} trials measured on the same {samples} validation "
-        f"samples; by chance alone the best of {trials} such scores reads about {optimism:.1%} above its true "
-        f"value.{held}",
-        location={"check": "tune"},
-        evidence={"best": best, "samples": samples, "trials": trials, "optimism": optimism, "holdout": holdout},
-        suggestion="Report the held-out score (tune(..., holdout_ds=...)), validate on more samples, or run fewer "
-                   "trials.")]
+        message + f" On the held-out split the best trial scores {holdout:.1%} ({measured}).",
+        location={"check": "tune"}, evidence=evidence, suggestion=suggestion)]
 
 
 RULES = (TUNING_OPTIMISTIC_BEST,)

@@ -168,8 +168,9 @@ def tune(build: Build, train_ds: Any, eval_ds: Any, *, space: Any = "auto", tria
             raise optuna.TrialPruned("no finite evaluation score")
         if holdout is not None:
             holdout.records.clear()
-            holdout.run(trained.network, trained.loss_fn, epochs)
+            record = holdout.run(trained.network, trained.loss_fn, epochs)
             trial.set_user_attr("holdout", eval_value(holdout.to_dict()))
+            trial.set_user_attr("holdout_samples", record.eval_samples)
         return value
 
     def stop_once_tried(_study: Any, _trial: Any) -> None:  # every worker stops once the study has its trials

@@ -56,9 +56,9 @@ def study_summary(study: Any, trials_requested: int | None = None, storage: str 
     if completed:
         trial = study.best_trial
         best = {"number": trial.number, "value": trial.value, "params": dict(trial.params),
-                "holdout": trial.user_attrs.get("holdout")}
+                "holdout": trial.user_attrs.get("holdout"), "holdout_samples": trial.user_attrs.get("holdout_samples")}
         findings = tuning.optimistic_best(setup.get("metric", ""), best["value"], setup.get("eval_samples"),
-                                          len(completed), best["holdout"])
+                                          len(completed), best["holdout"], best["holdout_samples"])
     if len(completed) >= 2:
         try:
             importance = dict(optuna.importance.get_param_importances(study))
