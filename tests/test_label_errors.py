@@ -281,5 +281,16 @@ def test_label_reports_apart_gives_the_in_process_reports_and_their_errors():
     apart = label_reports_apart([request, {**request, "source": "train-sample"}])
     assert [r.to_dict() for r in apart] == [label_report(**request).to_dict(),
                                             label_report(**{**request, "source": "train-sample"}).to_dict()]
-    with pytest.raises(ValueError, match="finite"):
-        label_reports_apart([{**request, "pred_probs": np.full_like(p, np.nan)}])
+    good, bad = label_reports_apart([request, {**request, "pred_probs": np.full_like(p, np.nan)}])
+    assert good.to_dict() == apart[0].to_dict() and isinstance(bad, str) and "finite" in bad  # one bad source only
+
+
+def test_a_child_past_its_time_skips_the_label_analysis():
+    """Never redone in the training process: the analysis is skipped (MSD002 through the guard)."""
+    from mindspore_doctor.analysis.labels import label_reports_apart
+    from mindspore_doctor.rule import CheckSkipped
+
+    true, given, flip, p = noisy(rate=0.1, seed=4)
+    with pytest.raises(CheckSkipped, match="longer than 0 s"):
+        label_reports_apart([dict(labels=given, pred_probs=p, source="eval", method="synthetic",
+                                  positions_note="index")], timeout=0.01)

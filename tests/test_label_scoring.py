@@ -124,6 +124,34 @@ def test_the_end_of_run_analyses_are_in_the_report_and_the_files(noisy):
         assert f.code not in ("MSD001", "MSD002") or "label" not in f.message, f.message
 
 
+def test_an_interrupted_run_writes_its_report_without_the_label_analysis(monkeypatch):
+    """Ctrl-C, SIGTERM or an exception: the user's objects are restored and the report written at once, not after a
+    cleanlab child and a second pass over the eval set."""
+    from mindspore.train import Callback
+
+    import mindspore_doctor.analysis.labels as labels
+
+    def refuse(requests):
+        raise AssertionError("the label analysis ran on an interrupted run")
+
+    monkeypatch.setattr(labels, "label_reports_apart", refuse)
+
+    class StopAtEpoch2(Callback):
+        def on_train_epoch_end(self, run_context):
+            if run_context.original_args().cur_epoch_num == 2:
+                raise KeyboardInterrupt
+
+    doctor = _doctor()
+    ms.set_seed(0)
+    net = Net()
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                  nn.Momentum(net.trainable_params(), 0.05, 0.9))
+    with pytest.raises(KeyboardInterrupt):
+        model.train(4, _ds(X, Y_NOISY, True), callbacks=[doctor, StopAtEpoch2()], dataset_sink_mode=False)
+    assert "MSD003" in doctor.report.codes() and "MSD001" not in doctor.report.codes(), str(doctor.report)
+    assert "label_issues" not in doctor.report.meta and "error_budget" in doctor.report.meta
+
+
 def test_clean_labels_get_no_msd311():
     doctor = _doctor()
     _train(Y, doctor)
@@ -205,6 +233,15 @@ def test_a_failing_label_analysis_is_msd001_and_training_is_unaffected(monkeypat
     failed = [f for f in doctor.report.by_code("MSD001") if f.location.get("check") == "label-analysis"]
     assert len(failed) == 1 and "bad report" in failed[0].message
     assert "error_analysis" in doctor.report.meta and "error_budget" in doctor.report.meta
+
+    monkeypatch.setattr(labels, "label_reports_apart", lambda requests: [f"bad {r['source']}" for r in requests])
+    doctor = _doctor()
+    _train(Y, doctor, epochs=1)
+    skipped = {f.location["dataset"]: f.message for f in doctor.report.by_code("MSD002")
+               if f.location.get("check") == "label-analysis"}
+    assert skipped == {"eval": "MSD311 skipped on the eval labels: bad eval",
+                       "train-sample": "MSD311 skipped on the train-sample labels: bad train-sample"}
+    assert "MSD001" not in doctor.report.codes() and doctor.report.meta["label_issues"] == []
 
 
 def test_regression_is_not_label_scored_and_says_nothing():

@@ -26,6 +26,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mindspore_doctor.rule import CheckSkipped
+
 MAX_PAIRS = 20
 """Swapped class pairs kept in a report, most frequent first."""
 
@@ -352,18 +354,21 @@ class Trajectory:
         return int(sum(a.nbytes for a in arrays if a is not None)) + 8 * len(self.agreement)
 
 
-CHILD_TIMEOUT_S = 600.0
-_INVALID = 3
-"""The child's exit status when ``label_report`` raised ValueError (bad probabilities or labels)."""
+CHILD_TIMEOUT_S = 120.0
+"""How long the child may take: confident learning on the end-of-run sources (at most a few thousand samples) takes
+1 to 2 s; past this the analysis is skipped (MSD002), never redone in the training process."""
 
 
-def label_reports_apart(requests: Sequence[dict[str, Any]]) -> list[LabelReport]:
-    """``label_report(**request)`` for each request, in a child Python process.
+def label_reports_apart(requests: Sequence[dict[str, Any]],
+                        timeout: float = CHILD_TIMEOUT_S) -> list[LabelReport | str]:
+    """``label_report(**request)`` for each request, in a child Python process: the report, or why that request's
+    input is invalid (``label_report``'s ValueError, e.g. non-finite probabilities of a diverged model), so that one
+    bad source does not lose the others.
 
-    Why: cleanlab imports scikit-learn, SciPy and pandas: +90 MB of resident memory and ~1 s (measured next to
-    MindSpore 2.10), which a training process would keep until it exits (the real-code corpus's peak RSS ratio went
-    from 1.08 to 1.24 median with cleanlab in process). The child gives it back when it ends. A ValueError of
-    ``label_report`` is raised here as a ValueError; a child that cannot run at all falls back to this process.
+    Why a child: cleanlab imports scikit-learn, SciPy and pandas: +90 MB of resident memory and ~1 s (measured next
+    to MindSpore 2.10), which a training process would keep until it exits (the real-code corpus's peak RSS ratio
+    went from 1.08 to 1.24 median with cleanlab in process). The child gives it back when it ends. A child that
+    cannot start falls back to this process; one that runs past ``timeout`` raises CheckSkipped.
     """
     with tempfile.TemporaryDirectory(prefix="msdoctor-labels-") as folder:
         arrays, plain = {}, []
@@ -381,30 +386,35 @@ def label_reports_apart(requests: Sequence[dict[str, Any]]) -> list[LabelReport]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         try:
             done = subprocess.run([sys.executable, "-m", __name__, folder], env=env, capture_output=True, text=True,
-                                  timeout=CHILD_TIMEOUT_S)
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CheckSkipped(f"confident learning took longer than {timeout:.0f} s") from None
         except (OSError, subprocess.SubprocessError):
             done = None
-        if done is not None and done.returncode == _INVALID:
-            raise ValueError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "invalid input")
         if done is None or done.returncode != 0:
-            return [label_report(**request) for request in _requests(folder)]
-        return [LabelReport.from_dict(d) for d in json.loads(Path(folder, "reports.json").read_text())]
+            return _reports(folder)
+        return [LabelReport.from_dict(d) if isinstance(d, dict) else d
+                for d in json.loads(Path(folder, "reports.json").read_text())]
 
 
-def _requests(folder: str) -> list[dict[str, Any]]:
+def _reports(folder: str) -> list[LabelReport | str]:
+    """Each request's report, or the ValueError message of its invalid input."""
     plain = json.loads(Path(folder, "requests.json").read_text())
+    out: list[LabelReport | str] = []
     with np.load(Path(folder, "arrays.npz")) as arrays:
-        return [{**request, "labels": arrays[f"labels_{i}"], "pred_probs": arrays[f"pred_probs_{i}"]}
-                for i, request in enumerate(plain)]
+        for i, request in enumerate(plain):
+            try:
+                out.append(label_report(**request, labels=arrays[f"labels_{i}"],
+                                        pred_probs=arrays[f"pred_probs_{i}"]))
+            except ValueError as exc:
+                out.append(str(exc))
+    return out
 
 
 def _child(folder: str) -> int:
-    try:
-        reports = [label_report(**request) for request in _requests(folder)]
-    except ValueError as exc:
-        print(str(exc), file=sys.stderr)
-        return _INVALID
-    Path(folder, "reports.json").write_text(json.dumps([r.to_dict() for r in reports]))
+    reports = _reports(folder)
+    Path(folder, "reports.json").write_text(json.dumps([r.to_dict() if isinstance(r, LabelReport) else r
+                                                        for r in reports]))
     return 0
 
 

@@ -535,10 +535,11 @@ class Evaluator:
             self.trajectory, self._sample_labels = Trajectory(given), given
         self.trajectory.add(task.probabilities(trained.outputs))
 
-    def label_reports(self) -> tuple[list[Any], dict[str, tuple[np.ndarray, np.ndarray]]]:
-        """Confident learning on the last run's eval probabilities (out of sample: "eval") and on the training
-        sample's trajectory ("train-sample"), and the inputs of each source's top ``analysis_top`` suspects
-        (``export.labels.write_label_files``'s ``suspect_inputs``)."""
+    def label_reports(self) -> tuple[list[Any], dict[str, tuple[np.ndarray, np.ndarray]], dict[str, str]]:
+        """Confident learning on the eval set's probabilities (out of sample: "eval") and on the training sample's
+        trajectory ("train-sample"); the inputs of each source's top ``analysis_top`` suspects
+        (``export.labels.write_label_files``'s ``suspect_inputs``); and why a source could not be judged (its
+        probabilities or labels are invalid, e.g. not finite), by source."""
         from mindspore_doctor.analysis.labels import label_reports_apart
 
         requests, sources = [], {}
@@ -561,7 +562,12 @@ class Evaluator:
                                  positions_note="index in the order the training dataset first yielded its samples",
                                  sha1=self.train_sha1))
             sources["train-sample"] = self.train_sample
-        reports = label_reports_apart(requests) if requests else []
+        reports, skipped = [], {}
+        for request, result in zip(requests, label_reports_apart(requests) if requests else []):
+            if isinstance(result, str):
+                skipped[request["source"]] = result
+            else:
+                reports.append(result)
         inputs = {}
         for report in reports:
             positions = [s.position for s in report.flagged[:self.config.analysis_top]]
@@ -569,7 +575,7 @@ class Evaluator:
             found = sample_inputs(batches, positions) if batches else None
             if found is not None:
                 inputs[report.source] = (found, np.asarray(positions, dtype=np.int64))
-        return reports, inputs
+        return reports, inputs, skipped
 
     def _eval_rows(self, labels: np.ndarray) -> tuple[list[Batch] | None, list[str] | None]:
         """The eval set read again (no forward pass) for its suspects' inputs and sha1, when it yields the same

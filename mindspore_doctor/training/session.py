@@ -412,9 +412,13 @@ class DoctorSession:
         MSD311), and the label files of the suspects in ``summary_dir``."""
         from mindspore_doctor.rules.data.label_errors import label_error_findings
 
-        reports, inputs = self._evaluator.label_reports()
+        reports, inputs, skipped = self._evaluator.label_reports()
         self.report.meta["label_issues"] = [report.to_dict() for report in reports]
         self._emit(label_error_findings(reports, self.config), count=False)
+        if self._wanted("MSD311"):
+            self._emit([make_finding("MSD002", f"MSD311 skipped on the {source} labels: {why}",
+                                     location={"check": "label-analysis", "dataset": source},
+                                     evidence={"codes": ["MSD311"]}) for source, why in skipped.items()])
         if reports:
             self._guard("label-files", (), lambda: self._outputs.write_label_files(reports, inputs))
 
@@ -477,7 +481,8 @@ class DoctorSession:
         if self._evaluator is not None:
             self._guard("evaluation", _EVALUATION_CODES, self._judge_evaluations)
             if self._evaluator.records:
-                self._guard("label-analysis", _LABEL_CODES, self._analyse_labels)
+                if finished:  # seconds to minutes (a child process, the eval set read again): not on the way out
+                    self._guard("label-analysis", _LABEL_CODES, self._analyse_labels)
                 self._guard("error-analysis", (), self._analyse_errors)
                 self._guard("error-budget", (), self._error_budget)
 
