@@ -291,6 +291,30 @@ def test_tensorboard_without_analyses_or_images_writes_no_such_tag(meta, tmp_pat
     assert tags["images"] == [] and tb.LABEL_ERRORS_TAG in tags["tensors"]
 
 
+def test_a_failing_analysis_section_keeps_the_final_findings_table(meta, tmp_path, monkeypatch):
+    writer = tb.TensorBoardWriter(tmp_path, flush_seconds=float("inf"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no grid today")
+
+    monkeypatch.setattr(writer, "write_analysis", broken)
+    with pytest.raises(RuntimeError):
+        writer.close(Report(meta=meta))
+    assert writer.closed and tb.FINDINGS_TAG in _events(tmp_path).Tags()["tensors"]
+
+
+def test_analysis_top_zero_shows_no_suspects_anywhere(meta, tmp_path):
+    """``analysis_top=0`` (no rows in the end-of-run tables) is honoured, not read as "unset"."""
+    _run_dir(tmp_path, meta, np.random.default_rng(6).uniform(size=(80, 1, 8, 8)))
+    quiet = {**meta, "config": {"analysis_top": 0}}
+    writer = tb.TensorBoardWriter(tmp_path, flush_seconds=float("inf"))
+    writer.close(Report(meta=quiet))
+    assert _events(tmp_path).Tags()["images"] == []
+    page = html.render_html(Report(meta=quiet), run_dir=tmp_path)
+    assert 'id="top-loss-table"' not in _section(page, "error-analysis")
+    assert "<img" not in _section(page, "label-errors") and 'id="per-class-table"' in page
+
+
 def test_tensorboard_conversion_of_a_finished_run_draws_the_analyses(meta, tmp_path):
     _run_dir(tmp_path, meta, np.random.default_rng(7).uniform(size=(80, 8, 8)))
     assert cli.main(["report", str(tmp_path), "--tensorboard"]) == cli.EXIT_OK

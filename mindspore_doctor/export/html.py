@@ -452,7 +452,7 @@ def render_html(report: Report, history: TrainingHistory | None = None, title: s
             for key, heading, caption in (*CHARTS, *((k, h, c) for k, h, c in META_CHARTS if k in report.meta))
         ],
         has_signals=bool(history.steps),
-        analysis=_analyses(report.meta, run_dir, int(getattr(config, "analysis_top", 20) or 20)),
+        analysis=_analyses(report.meta, run_dir, int(config.analysis_top)),
     )
 
 

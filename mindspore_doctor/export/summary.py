@@ -233,8 +233,6 @@ def _flush_open_writers() -> None:
 
 # --- the analyses of a run, as text ------------------------------------------------------------------------------
 
-BUDGET_TERMS = ("target error", "avoidable bias", "variance", "distribution shift", "validation-set overfitting")
-"""The error budget's rows, in the order of the troubleshooting guide's decomposition."""
 NO_DOMINANT = "no dominant term: none is measured above its noise (a bound never dominates)"
 BOUND_MARKS = {"upper": "≤ ", "lower": "≥ ", None: ""}
 """A budget value that is a bound, not an estimate: ``≤`` (the true term is at most this), ``≥`` (at least)."""

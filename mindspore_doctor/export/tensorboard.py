@@ -38,6 +38,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mindspore_doctor._io import HISTORY_FILE, REPORT_FILE
+from mindspore_doctor.config import OPTIONS
 from mindspore_doctor.export import labels as label_files
 from mindspore_doctor.export.summary import (NO_DOMINANT, TAG_PREFIX, BufferedSummaryWriter, budget_cell, budget_value,
                                              finite, is_classification, labels_text, number, percent, sample_at,
@@ -249,13 +250,12 @@ class TensorBoardWriter(BufferedSummaryWriter):
     updates_every_probe = True  # ~1 ms per tensor: every probe step (1 in 50 by default) is affordable
 
     def __init__(self, summary_dir: str | os.PathLike, *, run_info: Mapping[str, Any] | None = None,
-                 analysis_top: int = 20, **options: Any) -> None:
+                 **options: Any) -> None:
         from tensorboardX import summary
         from tensorboardX.event_file_writer import EventsWriter
         from tensorboardX.proto.event_pb2 import Event
 
         super().__init__(summary_dir, **options)
-        self.analysis_top = analysis_top
         self.suspects_dir: Path = self.summary_dir
         """Where :meth:`close` reads ``doctor_label_suspects.npz`` (a conversion's staging folder is not the run's)."""
         self._summary, self._event_cls = summary, Event
@@ -352,7 +352,9 @@ class TensorBoardWriter(BufferedSummaryWriter):
         shown, by default the run's ``analysis_top``. Returns the tags written."""
         if self.closed:
             return []
-        top = top or int((meta.get("config") or {}).get("analysis_top") or self.analysis_top)
+        if top is None:
+            configured = (meta.get("config") or {}).get("analysis_top")
+            top = int(OPTIONS["analysis_top"].default if configured is None else configured)
         tags = []
         if meta.get("error_analysis"):
             self._text(ERROR_ANALYSIS_TAG, error_analysis_markdown(meta["error_analysis"], top), step)
@@ -393,11 +395,13 @@ class TensorBoardWriter(BufferedSummaryWriter):
                 self._final_counts(report, episodes)
                 if report is not None:
                     self.write_findings(report, diagnosis, self.last_step, final=True)
-                    self.write_analysis(report.meta, self.last_step, self.suspects_dir)
                 if self._session_end is not None:
                     _stamp_time(self._session_end, "session_end_info", "end_time_secs")
                     self._pending.append(self._event(self.last_step, self._session_end))
                 self.flush()
+                if report is not None:  # after the findings are on disk: a failing section cannot lose them
+                    self.write_analysis(report.meta, self.last_step, self.suspects_dir)
+                    self.flush()
         finally:
             self._close_file()
         return self.path
