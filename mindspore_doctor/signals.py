@@ -192,10 +192,12 @@ class EvalRecord:
     target_eval_metric: Metric | None = None
     """The score on ``target_eval_dataset`` (a second validation set from the test distribution; None: not given)."""
     target_eval_loss: float | None = None
+    target_eval_loss_se: float | None = None
     target_eval_samples: int | None = None
     holdout_metric: Metric | None = None
     """The score on ``holdout_dataset`` (a held-out test set; None: not given)."""
     holdout_loss: float | None = None
+    holdout_loss_se: float | None = None
     holdout_samples: int | None = None
 
 

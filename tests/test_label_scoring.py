@@ -268,6 +268,7 @@ def test_target_eval_and_holdout_sets_are_scored_at_every_evaluation():
     assert all(r["target_eval_metric"]["name"] == "accuracy" and r["holdout_metric"] is not None for r in records)
     assert [r["holdout_samples"] for r in records] == [128, 128]
     assert records[-1]["target_eval_loss"] > records[-1]["eval_loss"]
+    assert records[-1]["target_eval_loss_se"] > 0 and records[-1]["holdout_loss_se"] > 0  # an MSE's noise: from these
     budget = doctor.report.meta["error_budget"]
     assert budget["target_eval_error"] is not None and budget["holdout_error"] is not None
 

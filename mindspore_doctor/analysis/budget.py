@@ -24,6 +24,7 @@ satisfies as well as an underfit's 30 %, so it cannot say the model underfits (i
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from mindspore_doctor.signals import EvalRecord, Metric
@@ -91,19 +92,42 @@ def error_se(metric: Metric | None, samples: int | None, loss: float | None = No
     return float(loss_se) if abs(loss - error) <= 0.05 * max(abs(error), 1e-12) else None
 
 
-def _noise(*ses: float | None) -> float | None:
-    """``NOISE_SIGMAS`` standard errors of a difference of independent errors; None when one is unknown."""
-    if any(se is None for se in ses):
+@dataclass(frozen=True)
+class ErrorEstimate:
+    """An error measured on one set: its value, standard error (``error_se``), sample count, and whether it is
+    1 - accuracy (a proportion) or an MSE."""
+
+    error: float | None
+    se: float | None
+    samples: int | None
+    accuracy: bool
+
+
+def estimate(metric: Metric | None, samples: int | None, loss: float | None = None,
+             loss_se: float | None = None) -> ErrorEstimate:
+    return ErrorEstimate(metric_error(metric), error_se(metric, samples, loss, loss_se), samples,
+                         bool(metric is not None and metric.higher_is_better))
+
+
+def measured(record: EvalRecord, prefix: str, samples: int | None) -> ErrorEstimate:
+    """The error of the ``prefix`` ("train", "eval", "target_eval", "holdout") data of ``record``; its sample count
+    is ``samples`` when the record lacks ``<prefix>_samples``."""
+    return estimate(getattr(record, f"{prefix}_metric", None), getattr(record, f"{prefix}_samples", None) or samples,
+                    getattr(record, f"{prefix}_loss", None), getattr(record, f"{prefix}_loss_se", None))
+
+
+def gap_noise(first: ErrorEstimate, second: ErrorEstimate) -> float | None:
+    """``NOISE_SIGMAS`` standard errors of ``second.error - first.error``: for two accuracies the two-proportion
+    test's (pooled error: a perfect split still has noise); otherwise the two standard errors combined (an MSE's:
+    the loss's when the loss is that MSE); None when one is unknown."""
+    if (first.accuracy and second.accuracy and first.samples and second.samples and first.error is not None
+            and second.error is not None):
+        n1, n2 = first.samples, second.samples
+        pooled = min(max((first.error * n1 + second.error * n2) / (n1 + n2), 0.0), 1.0)
+        return NOISE_SIGMAS * math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if first.se is None or second.se is None:
         return None
-    return NOISE_SIGMAS * math.sqrt(sum(se ** 2 for se in ses))
-
-
-def _measured(record: EvalRecord, prefix: str, samples: int | None) -> tuple[float | None, float | None, int | None]:
-    """(error, its standard error, samples) of the ``prefix`` ("train", "eval", "target_eval", "holdout") data."""
-    metric = getattr(record, f"{prefix}_metric", None)
-    n = getattr(record, f"{prefix}_samples", None) or samples
-    se = error_se(metric, n, getattr(record, f"{prefix}_loss", None), getattr(record, f"{prefix}_loss_se", None))
-    return metric_error(metric), se, n
+    return NOISE_SIGMAS * math.sqrt(first.se ** 2 + second.se ** 2)
 
 
 def _row(term: str, value: float | None, noise: float | None, note: str, bound: str | None = None) -> dict[str, Any]:
@@ -115,16 +139,15 @@ def told(row: dict[str, Any]) -> bool:
     return row["bound"] is None and row["value"] is not None and row["value"] > (row["noise"] or 0.0)
 
 
-def validation_overfitting(holdout_error: float | None, holdout_se: float | None, reference_error: float,
-                           reference_se: float | None, reference: str) -> dict[str, Any]:
+def validation_overfitting(holdout: ErrorEstimate, reference: ErrorEstimate, name: str) -> dict[str, Any]:
     """The validation-set overfitting row: how much worse the model does on a held-out set used for nothing else
-    than on the set it was chosen on (``reference``: "eval", "target-eval"). The budget's last row, and what
-    tune's MSD406 measures once a study has a held-out split (the best of many trials scored on one validation
-    set flatters it: ``rules.tuning.selection_optimism`` is the expected size of this term)."""
-    if holdout_error is None:
+    than on the set it was chosen on (``name``: "eval", "target-eval"). The budget's last row, and what tune's
+    MSD406 measures once a study has a held-out split (the best of many trials scored on one validation set
+    flatters it: ``rules.tuning.selection_optimism`` is the expected size of this term)."""
+    if holdout.error is None or reference.error is None:
         return _row(VALIDATION, None, None, "not measured (give holdout_dataset=, a test set used for nothing else)")
-    return _row(VALIDATION, holdout_error - reference_error, _noise(holdout_se, reference_se),
-                f"holdout error - {reference} error")
+    return _row(VALIDATION, holdout.error - reference.error, gap_noise(reference, holdout),
+                f"holdout error - {name} error")
 
 
 def error_budget(records: Sequence[EvalRecord], *, target_error: float | None = None) -> dict[str, Any] | None:
@@ -146,18 +169,20 @@ def error_budget(records: Sequence[EvalRecord], *, target_error: float | None = 
     if not records:
         return None
     last = records[-1]
-    eval_error, eval_se, eval_n = _measured(last, "eval", last.eval_samples)
+    evaluated = measured(last, "eval", last.eval_samples)
+    eval_error = evaluated.error
     if eval_error is None:
         return None
-    train_error, train_se, _ = _measured(last, "train", eval_n)
-    shift_error, shift_se, _ = _measured(last, "target_eval", eval_n)
-    holdout_error, holdout_se, _ = _measured(last, "holdout", eval_n)
+    trained, shifted, held = (measured(last, prefix, evaluated.samples)
+                              for prefix in ("train", "target_eval", "holdout"))
+    train_error, shift_error = trained.error, shifted.error
     baseline_error = metric_error(last.baseline)
     metric = "error" if last.eval_metric.higher_is_better else "mse"
     known = target_error is not None and math.isfinite(target_error)
     trivial = (last.baseline.trivial if last.baseline is not None and last.baseline.trivial
                else "the trivial predictor")
 
+    bias_noise = None if trained.se is None else NOISE_SIGMAS * trained.se
     rows = []
     if known:
         rows.append(_row(TARGET, float(target_error), None, "given (target_error=)"))
@@ -170,26 +195,27 @@ def error_budget(records: Sequence[EvalRecord], *, target_error: float | None = 
     if train_error is None:
         rows.append(_row(BIAS, None, None, "no train metric (give the evaluation the train dataset)"))
     elif known:
-        rows.append(_row(BIAS, train_error - target_error, _noise(train_se), "train error - target error"))
+        rows.append(_row(BIAS, train_error - target_error, bias_noise, "train error - target error"))
     else:
-        rows.append(_row(BIAS, train_error, _noise(train_se),
+        rows.append(_row(BIAS, train_error, bias_noise,
                          "at most the train error: the target error is unknown, so the bias cannot be judged "
                          "(set target_error=, e.g. human-level error, to judge it)", bound="upper"))
-    rows.append(_row(VARIANCE, None if train_error is None else eval_error - train_error, _noise(eval_se, train_se),
+    rows.append(_row(VARIANCE, None if train_error is None else eval_error - train_error,
+                     gap_noise(trained, evaluated),
                      "eval error - train error" if train_error is not None else "no train metric"))
-    rows.append(_row(SHIFT, None if shift_error is None else shift_error - eval_error, _noise(shift_se, eval_se),
+    rows.append(_row(SHIFT, None if shift_error is None else shift_error - eval_error, gap_noise(evaluated, shifted),
                      "target-eval error - eval error" if shift_error is not None else
                      "not measured (give target_eval_dataset=, validation data from the test distribution)"))
     if shift_error is not None:
-        rows.append(validation_overfitting(holdout_error, holdout_se, shift_error, shift_se, "target-eval"))
+        rows.append(validation_overfitting(held, shifted, "target-eval"))
     else:
-        rows.append(validation_overfitting(holdout_error, holdout_se, eval_error, eval_se, "eval"))
+        rows.append(validation_overfitting(held, evaluated, "eval"))
     candidates = [row for row in rows[1:] if told(row)]
     dominant = max(candidates, key=lambda row: row["value"])["term"] if candidates else None
     return {
         "metric": metric, "target": float(target_error) if known else None,
         "target_source": "target_error" if known else "unknown", "baseline_error": baseline_error,
         "train_error": train_error, "eval_error": eval_error, "target_eval_error": shift_error,
-        "holdout_error": holdout_error, "rows": rows, "dominant": dominant,
+        "holdout_error": held.error, "rows": rows, "dominant": dominant,
         "remedies": list(REMEDIES.get(dominant, ())),
     }

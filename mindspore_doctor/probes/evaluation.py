@@ -496,13 +496,15 @@ class Evaluator:
 
     def run_other(self, record: EvalRecord, name: str) -> None:
         """Score ``record``'s network on another set (``OTHER_SETS``: "target_eval", "holdout") as on the eval
-        set: ``<name>_loss``, ``<name>_metric`` (with the eval set's task), ``<name>_samples``."""
+        set: ``<name>_loss`` and its standard error ``<name>_loss_se``, ``<name>_metric`` (with the eval set's task),
+        ``<name>_samples``."""
         dataset = getattr(self.config, OTHER_SETS[name])
         batches = read_batches(dataset, self.config.eval_max_batches)
         if not batches:
             raise CheckSkipped(f"{OTHER_SETS[name]} is empty")
-        measured = self._probe.measure(batches)
+        measured = self._probe.measure(batches, noise=True)
         setattr(record, f"{name}_loss", measured.loss)
+        setattr(record, f"{name}_loss_se", measured.loss_se)
         setattr(record, f"{name}_samples", len(measured.labels))
         if self.task is not None:
             setattr(record, f"{name}_metric", self.task.metric(measured.outputs, measured.labels))

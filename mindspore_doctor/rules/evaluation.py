@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
-from mindspore_doctor.analysis.budget import NOISE_SIGMAS, REMEDIES, SHIFT, error_se, metric_error
+from mindspore_doctor.analysis.budget import REMEDIES, SHIFT, gap_noise, measured
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.signals import EvalRecord, Metric
 from mindspore_doctor.rule import CHECK_SKIPPED, ERROR, Option, Rule, WARNING
@@ -265,23 +265,6 @@ DISTRIBUTION_SHIFT = Rule(
 )
 
 
-def _shift_noise(eval_metric: Metric, target_metric: Metric, eval_n: int | None, target_n: int | None,
-                 last: EvalRecord) -> float | None:
-    """``NOISE_SIGMAS`` standard errors of (target-eval error - eval error): for accuracies the two-proportion
-    test's (pooled error, so a perfect eval split still has noise); for an MSE the losses' standard errors when the
-    losses are those MSEs. None when unknown."""
-    if eval_metric.higher_is_better and target_metric.higher_is_better:
-        if not eval_n or not target_n:
-            return None
-        e, t = metric_error(eval_metric), metric_error(target_metric)
-        pooled = min(max((e * eval_n + t * target_n) / (eval_n + target_n), 0.0), 1.0)
-        return NOISE_SIGMAS * math.sqrt(pooled * (1 - pooled) * (1 / eval_n + 1 / target_n))
-    ses = (error_se(eval_metric, eval_n, last.eval_loss, last.eval_loss_se),
-           error_se(target_metric, target_n, getattr(last, "target_eval_loss", None),
-                    getattr(last, "target_eval_loss_se", None)))
-    return None if None in ses else NOISE_SIGMAS * math.sqrt(sum(se ** 2 for se in ses))
-
-
 @DISTRIBUTION_SHIFT.judge
 def distribution_shift(records: Sequence[EvalRecord], config: DoctorConfig) -> list[Finding]:
     """MSD407 on the last evaluation: the error on ``target_eval_dataset`` (validation data drawn from the test
@@ -292,13 +275,13 @@ def distribution_shift(records: Sequence[EvalRecord], config: DoctorConfig) -> l
     target_metric = getattr(last, "target_eval_metric", None)
     if last is None or target_metric is None or last.eval_metric is None:
         return []
-    eval_error, target_error = metric_error(last.eval_metric), metric_error(target_metric)
+    evaluated = measured(last, "eval", last.eval_samples)
+    shifted = measured(last, "target_eval", evaluated.samples)
+    eval_error, target_error, eval_n = evaluated.error, shifted.error, evaluated.samples
     if eval_error is None or target_error is None:
         return []
-    eval_n = last.eval_samples
-    target_n = getattr(last, "target_eval_samples", None) or eval_n
     gap = target_error - eval_error
-    noise = _shift_noise(last.eval_metric, target_metric, eval_n, target_n, last)
+    noise = gap_noise(evaluated, shifted)
     if gap <= config.shift_margin * eval_error or gap <= (noise or 0.0):
         return []
     accuracy = last.eval_metric.higher_is_better

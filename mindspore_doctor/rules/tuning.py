@@ -12,9 +12,10 @@ from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 from typing import Any, Iterable
 
-from mindspore_doctor.analysis.budget import told, validation_overfitting
+from mindspore_doctor.analysis.budget import estimate, told, validation_overfitting
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rule import Rule, WARNING
+from mindspore_doctor.signals import Metric
 from mindspore_doctor.rules import evaluation
 from mindspore_doctor.rules.layers import DROPOUT_RATE_SUSPICIOUS
 from mindspore_doctor.rules.training import (EXPLODING_GRADIENT, LOSS_DIVERGING, LOSS_NOT_DECREASING, LOSS_OSCILLATING,
@@ -213,8 +214,8 @@ def optimistic_best(metric: str, best: float, samples: int | None, trials: int, 
     if holdout is None:
         return [TUNING_OPTIMISTIC_BEST.finding(message + " No held-out split was given to check it.",
                                                location={"check": "tune"}, evidence=evidence, suggestion=suggestion)]
-    row = validation_overfitting(1.0 - holdout, accuracy_error(holdout, holdout_samples) if holdout_samples else None,
-                                 1.0 - best, accuracy_error(best, samples), "validation")
+    row = validation_overfitting(estimate(Metric(metric, holdout, higher_is_better=True), holdout_samples),
+                                 estimate(Metric(metric, best, higher_is_better=True), samples), "validation")
     gap, noise = row["value"], row["noise"]
     evidence.update(validation_overfitting=gap, noise=noise)
     if noise is not None and not told(row):
