@@ -112,6 +112,11 @@ def test_a_budget_alone_proposes_no_cause_and_only_a_measured_bias_supports_unde
     # target unknown: the bias is only "at most 50 %", not dominant, no support
     unknown = error_budget([shifted(0.5, 0.5, train=0.5)])
     assert unknown["dominant"] is None and budget_evidence(unknown) == []
+    # ... nor a cost: a term the budget could not measure leaves the cause's confidence as without a budget
+    underfit = Report([_f("MSD402")])
+    alone = diagnose(underfit).top.confidence
+    underfit.meta["error_budget"] = unknown
+    assert diagnose(underfit).top.confidence == alone
     # a budget written when bounds could dominate: the bound still supports nothing
     assert budget_evidence({**unknown, "dominant": BIAS}) == []
     # human-level error 5 %: 45 points of measured avoidable bias

@@ -222,8 +222,8 @@ def _score(cause: Cause, ctx: _Context) -> RankedCause | None:
     possible = sum(s.weight for s in cause.symptoms if s.weight > 0)
     evidence = [{"code": s.code, "weight": s.weight, "detail": detail} for s, detail in matched]
     remedies = list(cause.remedies)
-    if cause.budget_term is not None and ctx.budget:
-        possible += BUDGET_WEIGHT
+    if cause.budget_term is not None and ctx.budget and _measured_row(cause.budget_term, ctx.budget):
+        possible += BUDGET_WEIGHT  # a term the budget could not measure (a bound, no holdout) costs no confidence
         support = _budget_support(cause.budget_term, ctx.budget)
         if support is not None:
             weight, detail = support
@@ -240,16 +240,20 @@ def _score(cause: Cause, ctx: _Context) -> RankedCause | None:
     )
 
 
+def _measured_row(term: str, budget: dict[str, Any]) -> dict[str, Any] | None:
+    """The budget's row of ``term`` when it is measured (a value, not a bound): only then can it dominate."""
+    row = next((r for r in budget.get("rows", ()) if r.get("term") == term), {})
+    return row if row.get("bound") is None and _number(row.get("value")) is not None else None
+
+
 def _budget_support(term: str, budget: dict[str, Any]) -> tuple[float, str] | None:
     """(``BUDGET_WEIGHT``, detail) when ``term`` dominates the budget with a measured value; None otherwise. A
     bound (a budget written before bounds stopped dominating) is no evidence: "at most the train error" holds for a
     healthy run too."""
-    if budget.get("dominant") != term:
+    row = _measured_row(term, budget)
+    if budget.get("dominant") != term or row is None:
         return None
-    row = next((r for r in budget.get("rows", ()) if r.get("term") == term), {})
-    value = _number(row.get("value"))
-    if value is None or row.get("bound") is not None:
-        return None
+    value = _number(row["value"])
     shown = f"{value:.1%}" if budget.get("metric") == "error" else f"{value:.4g}"
     return BUDGET_WEIGHT, f"{term} dominates the error budget ({shown})"
 
