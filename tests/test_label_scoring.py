@@ -199,6 +199,16 @@ def test_label_sample_size_zero_reads_fresh_train_batches_and_scores_only_the_ev
     assert [r["source"] for r in doctor.report.meta["label_issues"]] == ["eval"]
 
 
+def test_a_sample_over_the_memory_bound_keeps_the_train_metric_on_fresh_batches():
+    doctor = _doctor(label_sample_max_mb=1e-5, eval_max_batches=4)  # 10 bytes: one 16-float sample is 68
+    _train(Y, doctor, epochs=2)
+    evaluator = doctor.session._evaluator
+    assert evaluator.train_sample == [] and evaluator.trajectory is None
+    assert [r["train_samples"] for r in doctor.report.meta["evaluation"]["records"]] == [128, 128]
+    assert doctor.report.meta["label_sample_skipped"] == "one training sample is larger than label_sample_max_mb=1e-05"
+    assert [r["source"] for r in doctor.report.meta["label_issues"]] == ["eval"]
+
+
 def test_the_sample_is_fixed_while_fresh_batches_of_a_shuffled_set_change():
     doctor = _doctor(label_sample_size=96)
     _train(Y, doctor, epochs=2)

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from itertools import islice
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from mindspore import Tensor, nn
@@ -44,28 +46,36 @@ class _Forward(nn.Cell):
         return self.network(*inputs)
 
 
-def read_batches(dataset: Any, max_batches: int) -> list[Batch]:
-    """Up to ``max_batches`` batches as numpy tuples, through a fresh iterator (training's is untouched)."""
-    batches: list[Batch] = []
+def _numpy_batches(dataset: Any) -> Iterator[Batch]:
+    """The batches of a fresh iterator (training's is untouched) as numpy tuples. Closed (``contextlib.closing``),
+    it stops the iterator, so the pipeline's threads do not outlive the read; a failing pipeline raises
+    CheckSkipped (MSD002: the user's pipeline failed, not a check of ours)."""
+    iterator = None
     try:
-        for row in dataset.create_tuple_iterator(num_epochs=1, output_numpy=True):
-            batches.append(tuple(np.asarray(column) for column in row))
-            if len(batches) >= max_batches:
-                break
-    except Exception as exc:  # noqa: BLE001 - the user's pipeline failed, not a check of ours: say so (MSD002)
+        iterator = dataset.create_tuple_iterator(num_epochs=1, output_numpy=True)
+        for row in iterator:
+            yield tuple(np.asarray(column) for column in row)
+    except Exception as exc:  # noqa: BLE001 - said as MSD002, with the pipeline's own message
         raise CheckSkipped(f"reading the dataset raised {_pipeline_error(exc)}") from None
-    return batches
+    finally:
+        if iterator is not None:
+            iterator.stop()
+
+
+def read_batches(dataset: Any, max_batches: int) -> list[Batch]:
+    """Up to ``max_batches`` batches as numpy tuples, through a fresh iterator."""
+    with closing(_numpy_batches(dataset)) as source:
+        return list(islice(source, max_batches))
 
 
 def read_sample(dataset: Any, max_batches: int, max_samples: int, max_bytes: float) -> list[Batch]:
     """The first batches of a fresh iterator, as numpy, within ``max_batches``, ``max_samples`` samples and
     ``max_bytes`` of host memory: whole batches (the graph compiled for the batch shape is reused), except a first
-    batch larger than the budget, which is cut."""
+    batch larger than the budget, which is cut. Empty when one sample is larger than ``max_bytes``."""
     batches: list[Batch] = []
     count, size = 0, 0
-    try:
-        for row in dataset.create_tuple_iterator(num_epochs=1, output_numpy=True):
-            batch = tuple(np.asarray(column) for column in row)
+    with closing(_numpy_batches(dataset)) as source:
+        for batch in source:
             rows = _rows(batch)
             per_row = sum(column.nbytes for column in batch) / max(rows, 1)
             room = min(max_samples - count, int((max_bytes - size) // max(per_row, 1)))
@@ -79,8 +89,6 @@ def read_sample(dataset: Any, max_batches: int, max_samples: int, max_bytes: flo
             size += int(rows * per_row)
             if len(batches) >= max_batches or count >= max_samples:
                 break
-    except Exception as exc:  # noqa: BLE001 - the user's pipeline failed, not a check of ours: say so (MSD002)
-        raise CheckSkipped(f"reading the dataset raised {_pipeline_error(exc)}") from None
     return batches
 
 
@@ -105,13 +113,23 @@ def row_hashes(batches: Sequence[Batch]) -> list[str]:
     return hashes
 
 
+DIGEST_VALUES = 64
+"""Input values per sample that ``batches_digest`` reads (evenly spaced): enough to tell another order or other
+samples, cheap on images."""
+
+
 def batches_digest(batches: Sequence[Batch]) -> str:
-    """One sha1 over every column of every batch: whether two reads of a dataset yielded the same samples in the
-    same order."""
+    """A fingerprint of what the batches hold, in order: the labels whole and at most ``DIGEST_VALUES`` values of
+    each sample's inputs. Tells whether two reads of a dataset yielded the same samples in the same order."""
     digest = hashlib.sha1()
     for batch in batches:
-        for column in batch:
-            digest.update(np.ascontiguousarray(column).tobytes())
+        rows = _rows(batch)
+        for index, column in enumerate(batch):
+            values = np.asarray(column)
+            if index < len(batch) - 1 and values.ndim and values.shape[0] == rows and rows:
+                flat = values.reshape(rows, -1)
+                values = flat[:, ::max(1, -(-flat.shape[1] // DIGEST_VALUES))]
+            digest.update(np.ascontiguousarray(values).tobytes())
     return digest.hexdigest()
 
 
@@ -436,10 +454,12 @@ class Evaluator:
     mean over the evaluations); restarted when the eval set yields other samples or another order (shuffled)."""
     _eval_digest: str = ""
     """``batches_digest`` of the last run's eval batches."""
+    _eval_sha1: list[str] | None = None
+    """``row_hashes`` of those batches (hashed again only when the digest changes)."""
     _trajectory_digest: str = ""
     """``batches_digest`` of the eval batches ``eval_trajectory`` averages over."""
+    _trajectory_sha1: list[str] | None = None
     _probe: Probe | None = None
-    _sample_labels: np.ndarray | None = None
 
     def run(self, network: nn.Cell, loss_fn: Any, epoch: int, train_loss: float | None = None,
             train_dataset: Any = None) -> EvalRecord:
@@ -456,7 +476,10 @@ class Evaluator:
         if not eval_batches:
             raise CheckSkipped("the eval dataset is empty")
         evaluated = self._probe.measure(eval_batches, noise=True)
-        self._eval_digest = batches_digest(eval_batches)
+        digest = batches_digest(eval_batches)
+        if digest != self._eval_digest:  # other samples, or another order, than the last run's
+            self._eval_sha1 = row_hashes(eval_batches)
+        self._eval_digest = digest
         trained = None
         if train_dataset is not None:
             train_batches = self._train_batches(train_dataset, limit)
@@ -484,7 +507,8 @@ class Evaluator:
         return record
 
     def _train_batches(self, train_dataset: Any, limit: int) -> list[Batch]:
-        """The fixed training sample (read at the first run), or fresh batches with ``label_sample_size=0``."""
+        """The fixed training sample (read at the first run), or fresh batches with ``label_sample_size=0`` or when
+        one sample is over ``label_sample_max_mb`` (the train metric is measured either way)."""
         config = self.config
         if config.label_sample_size <= 0:
             return read_batches(train_dataset, limit)
@@ -492,7 +516,10 @@ class Evaluator:
             self.train_sample = read_sample(train_dataset, limit, config.label_sample_size,
                                             config.label_sample_max_mb * 2 ** 20)
             self.train_sha1 = row_hashes(self.train_sample)
-        return self.train_sample
+            if not self.train_sample:
+                self.labels_skipped = (f"one training sample is larger than label_sample_max_mb="
+                                       f"{config.label_sample_max_mb:g}")
+        return self.train_sample or read_batches(train_dataset, limit)
 
     def run_other(self, record: EvalRecord, name: str) -> None:
         """Score ``record``'s network on another set (``OTHER_SETS``: "target_eval", "holdout") as on the eval
@@ -520,10 +547,10 @@ class Evaluator:
             given = task.class_ids(evaluated.outputs.shape, evaluated.labels)
             if self.eval_trajectory is None or self._trajectory_digest != self._eval_digest:
                 self.eval_trajectory = None if _ignored(task, given) else Trajectory(given)
-                self._trajectory_digest = self._eval_digest
+                self._trajectory_digest, self._trajectory_sha1 = self._eval_digest, self._eval_sha1
             if self.eval_trajectory is not None:
                 self.eval_trajectory.add(task.probabilities(evaluated.outputs))
-        if trained is None or self.train_sample is None:
+        if trained is None or not self.train_sample:
             return
         if task is None or not task.per_sample_classes(trained.outputs.shape):
             self.labels_skipped = (f"the {task.kind} task has no single class label per sample" if task else
@@ -534,7 +561,7 @@ class Evaluator:
             if _ignored(task, given):
                 self.labels_skipped = "the training sample holds labels the loss ignores"
                 return
-            self.trajectory, self._sample_labels = Trajectory(given), given
+            self.trajectory = Trajectory(given)
         self.trajectory.add(task.probabilities(trained.outputs))
 
     def label_reports(self) -> tuple[list[Any], dict[str, tuple[np.ndarray, np.ndarray]], dict[str, str]]:
@@ -544,26 +571,24 @@ class Evaluator:
         probabilities or labels are invalid, e.g. not finite), by source."""
         from mindspore_doctor.analysis.labels import label_reports_apart
 
-        requests, sources = [], {}
+        requests = []
         held_out = self.eval_trajectory
-        if held_out is not None and self.last_eval is not None:
+        if held_out is not None:
             evaluations = held_out.evaluations
-            batches, sha1 = self._eval_rows(self.last_eval.labels)
             requests.append(dict(labels=held_out.labels, pred_probs=held_out.mean_probs(), source="eval",
                                  method=f"the model's eval-mode probabilities averaged over {evaluations} "
                                         f"evaluation{'s' if evaluations != 1 else ''} (the eval set is not trained "
                                         "on: out of sample)",
-                                 positions_note="index in the order the eval dataset yields its samples", sha1=sha1))
-            sources["eval"] = batches
+                                 positions_note="index in the order the eval dataset yields its samples",
+                                 sha1=self._trajectory_sha1))
         trajectory = self.trajectory
         if trajectory is not None and trajectory.evaluations:
             evaluations = trajectory.evaluations
-            requests.append(dict(labels=self._sample_labels, pred_probs=trajectory.pred_probs(), source="train-sample",
+            requests.append(dict(labels=trajectory.labels, pred_probs=trajectory.pred_probs(), source="train-sample",
                                  method=f"eval-mode probabilities of a fixed training sample over {evaluations} "
                                         f"evaluation{'s' if evaluations != 1 else ''} (trajectory)",
                                  positions_note="index in the order the training dataset first yielded its samples",
                                  sha1=self.train_sha1))
-            sources["train-sample"] = self.train_sample
         reports, skipped = [], {}
         for request, result in zip(requests, label_reports_apart(requests) if requests else []):
             if isinstance(result, str):
@@ -573,19 +598,19 @@ class Evaluator:
         inputs = {}
         for report in reports:
             positions = [s.position for s in report.flagged[:self.config.analysis_top]]
-            batches = sources[report.source]
+            if not positions:
+                continue
+            batches = self._eval_again() if report.source == "eval" else self.train_sample
             found = sample_inputs(batches, positions) if batches else None
             if found is not None:
                 inputs[report.source] = (found, np.asarray(positions, dtype=np.int64))
         return reports, inputs, skipped
 
-    def _eval_rows(self, labels: np.ndarray) -> tuple[list[Batch] | None, list[str] | None]:
-        """The eval set read again (no forward pass) for its suspects' inputs and sha1, when it yields the same
-        labels in the same order as the last run (a shuffling eval set does not: then neither is given)."""
+    def _eval_again(self) -> list[Batch] | None:
+        """The eval set read again (no forward pass) for its suspects' inputs; None unless it yields the samples the
+        eval trajectory averaged over, in the same order (a shuffling or randomly augmented eval set does not)."""
         batches = read_batches(self.eval_dataset, self.config.eval_max_batches)
-        if not batches or not np.array_equal(np.concatenate([b[-1] for b in batches]), labels):
-            return None, None
-        return batches, row_hashes(batches)
+        return batches if batches and batches_digest(batches) == self._trajectory_digest else None
 
     def to_dict(self) -> dict[str, Any]:
         """The evaluations as plain data, for ``report.meta["evaluation"]`` (JSON report, HTML chart)."""

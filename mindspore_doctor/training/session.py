@@ -414,6 +414,8 @@ class DoctorSession:
 
         reports, inputs, skipped = self._evaluator.label_reports()
         self.report.meta["label_issues"] = [report.to_dict() for report in reports]
+        if self._evaluator.labels_skipped:  # why the training sample has no report (a regression, ...)
+            self.report.meta["label_sample_skipped"] = self._evaluator.labels_skipped
         self._emit(label_error_findings(reports, self.config), count=False)
         if self._wanted("MSD311"):
             self._emit([make_finding("MSD002", f"MSD311 skipped on the {source} labels: {why}",
