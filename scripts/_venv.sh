@@ -16,4 +16,7 @@ if [ ! -f "$STAMP" ] || [ "$ROOT/setup.py" -nt "$STAMP" ]; then
   touch "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"
+# MindSpore 2.10's CPU convolutions on AVX-512 CPUs fall to oneDNN's reference kernel; AVX2 takes the gemm path
+# (README, "CPU"). An explicit setting wins.
+export ONEDNN_MAX_CPU_ISA="${ONEDNN_MAX_CPU_ISA:-AVX2}"
 cd "$ROOT"

@@ -23,11 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # benchmarks/ (nothing heavy is imported at module level)
 
+from benchmarks.cpu import pin_cpu_isa  # noqa: E402
 from benchmarks.faults.bench import discover, markdown, print_summary, run_one, score  # noqa: E402
 from benchmarks.report import DOC, run_meta, write_doc, write_json  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
+    pin_cpu_isa()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fast", action="store_true", help="only the CI subset")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="only these programs")

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import warnings
@@ -46,6 +45,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.cpu import pin_cpu_isa  # noqa: E402
 from mindspore_doctor.analysis.labels import LabelReport, label_report  # noqa: E402
 
 DOC = ROOT / "docs" / "label-noise-benchmark.md"
@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true", help=f"render {DOC.relative_to(ROOT)}")
     parser.add_argument("--merge", nargs="*", default=(), help="also read these --json outputs (rows of other runs)")
     args = parser.parse_args(argv)
-    os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
+    pin_cpu_isa()
     methods = [m for m in args.methods.split(",") if m]
     rows: list[Row] = []
     command = "ONEDNN_MAX_CPU_ISA=AVX2 .venv/bin/python scripts/bench_labels.py " + " ".join(

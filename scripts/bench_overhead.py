@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # benchmarks/ (nothing heavy is imported at module level)
 
+from benchmarks.cpu import pin_cpu_isa  # noqa: E402
 from benchmarks.overhead import EXPORTS, WARMUP, paired_custom_timing, paired_timing  # noqa: E402
 
 VARIANTS = ("plain", "doctor", "summary")
@@ -173,6 +174,7 @@ def _run(model_name: str, variant: str, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    pin_cpu_isa()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--models", default="lenet,resnet")

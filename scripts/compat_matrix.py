@@ -19,7 +19,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
+
+from benchmarks.cpu import pin_cpu_isa  # noqa: E402
 
 DOC = REPO / "docs" / "compatibility.md"
 
@@ -86,6 +87,7 @@ def render(results: list, seconds: float) -> str:
 
 
 def main() -> int:
+    pin_cpu_isa()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a cell fails (else always 0)")
     args = parser.parse_args()
