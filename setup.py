@@ -37,10 +37,10 @@ setup(
         "jinja2>=3.1",
         "matplotlib>=3.8",
         "tensorboardX==2.6.5",
-        "optuna>=4.9,<6",
+        "optuna>=4.9,<6",  # msdoctor tune: study, TPE and random samplers, pruners, RDB storage, importance
         # label errors (MSD311, msdoctor labels): confident learning on out-of-sample probabilities
         "cleanlab==2.9.*",
-        "scikit-learn>=1.5",  # msdoctor tune: study, TPE and random samplers, pruners, RDB storage, importance
+        "scikit-learn>=1.5",
     ],
     extras_require={
         # the TensorBoard server (scripts/tensorboard.sh); the writer, tensorboardX, is a default dependency

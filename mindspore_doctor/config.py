@@ -74,7 +74,8 @@ RUN_OPTIONS = (
     ),
     Option(
         "eval_max_batches", 50,
-        "Bound on the batches read per evaluation (eval set, and the train sample for MSD402).",
+        "Bound on the batches read per evaluation: the eval set, the train sample (MSD402, and the label trajectory "
+        "of MSD311), target_eval_dataset and holdout_dataset.",
     ),
     Option(
         "target_eval_dataset", None,

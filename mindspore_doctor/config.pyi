@@ -38,7 +38,8 @@ class DoctorConfig:
     eval_every: int = 1
     """Evaluate on ``eval_dataset`` every N epochs (MSD401/404/405); 0: never."""
     eval_max_batches: int = 50
-    """Bound on the batches read per evaluation (eval set, and the train sample for MSD402)."""
+    """Bound on the batches read per evaluation: the eval set, the train sample (MSD402, and the label trajectory
+    of MSD311), target_eval_dataset and holdout_dataset."""
     target_eval_dataset: Any = None
     """A second validation set drawn from the test (deployment) distribution: the error budget's distribution-shift
     term is its error minus ``eval_dataset``'s (MSD407)."""

@@ -26,7 +26,7 @@ Methods, side by side:
 For each: precision, recall and F1 of the flagged samples against the flipped ones, the estimated noise rate against
 the true one, and whether MSD311 warns (default options). ``--json OUT`` writes the rows; ``--write-docs`` renders
 ``docs/label-noise-benchmark.md``. The in-training rows also compare what cleanlab could be given from the
-trajectory (mean over the epochs, the last epoch, an exponential average, the mean of the later half): the choice of
+trajectory (mean over the epochs, the last epoch, the mean of the later half): the choice of
 ``Trajectory.pred_probs``.
 """
 from __future__ import annotations
@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.cpu import pin_cpu_isa  # noqa: E402
+from mindspore_doctor._io import atomic_write_text  # noqa: E402
 from mindspore_doctor.analysis.labels import LabelReport, label_report  # noqa: E402
 
 DOC = ROOT / "docs" / "label-noise-benchmark.md"
@@ -222,10 +223,10 @@ def train_doctor(data: Data, given: np.ndarray, summary_dir: str) -> dict[str, L
 
 def by_sha1(report: LabelReport, data: Data) -> np.ndarray:
     """Row indices of the report's flagged samples, found by the sha1 of their inputs."""
-    from mindspore_doctor.runners.labels import _sha1s
+    from mindspore_doctor.runners.labels import input_sha1s
 
     index: dict[str, int] = {}
-    for i, h in enumerate(_sha1s((data.net,))):
+    for i, h in enumerate(input_sha1s((data.net,))):
         index.setdefault(h, i)
     return np.array([index.get(s.sha1, -1) for s in report.flagged], dtype=np.int64)
 
@@ -428,8 +429,9 @@ def markdown(rows: list[Row], commands: list[str]) -> str:
         "(eval-mode probabilities of the training set at each epoch end, averaged over the epochs before the "
         "network memorises: `Trajectory.pred_probs`); "
         "`folds`: `find_label_errors(build, data, folds=5)` with the same network; `eval`: the Doctor's report on "
-        "its 20 % eval split (the last evaluation's probabilities, out of sample; its own true rate differs a "
-        "little from the training split's). `anchor`, `train` and `folds` score the same 80 % training split.",
+        "its 20 % eval split (its probabilities averaged over the evaluations, out of sample; its own true "
+        "rate differs a little from the training split's). `anchor`, `train` and `folds` score the same 80 % "
+        "training split.",
         "",
         "Each method's first column: the estimated noise rate, (the number flagged) and **W** where MSD311 warns; "
         "its second: P / R / F1.",
@@ -506,14 +508,11 @@ def main(argv: list[str] | None = None) -> int:
                       or noise in args.folds_noise.split(",")]
             rows += run_one(data, noise, wanted, args.plain, lambda line: print(line, flush=True))
             if args.json_out:  # after each setting: a long run that is stopped keeps its rows
-                Path(args.json_out).write_text(json.dumps(
-                    {"command": command.strip(), "rows": [asdict(r) for r in rows]}, indent=1))
+                atomic_write_text(args.json_out, json.dumps({"command": command.strip(),
+                                                             "rows": [asdict(r) for r in rows]}, indent=1))
     print(f"{len(rows)} rows in {time.perf_counter() - started:.0f} s")
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"command": command.strip(), "rows": [asdict(r) for r in rows]},
-                                                  indent=1))
     if args.write_docs:
-        DOC.write_text(markdown(rows, commands))
+        atomic_write_text(DOC, markdown(rows, commands))
     return 0
 
 

@@ -114,7 +114,7 @@ def _shuffle_ignored(dataset: Any) -> bool:
     )
 
 
-def _is_batched(dataset: Any) -> bool:
+def is_batched(dataset: Any) -> bool:
     """A batching node in the pipeline: ``batch``, ``padded_batch`` (not a BatchDataset subclass) or
     ``bucket_batch_by_length``."""
     from mindspore.dataset.engine.datasets import BatchDataset, BucketBatchByLengthDataset, PaddedBatchDataset
@@ -169,7 +169,7 @@ def read_sample(dataset: Any, name: str, roles: ColumnRoles, config: DoctorConfi
     if why:
         raise DataUnavailable(why)
     columns = column_names(dataset, name)
-    batched = _is_batched(dataset)
+    batched = is_batched(dataset)
     inputs = {c: FeatureAccumulator(c) for c in roles.inputs}
     label = LabelAccumulator(roles.label) if roles.label else None
     signals = DatasetSignals(name=name, samples=0)

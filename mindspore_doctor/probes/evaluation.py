@@ -56,7 +56,7 @@ def _numpy_batches(dataset: Any) -> Iterator[Batch]:
         for row in iterator:
             yield tuple(np.asarray(column) for column in row)
     except Exception as exc:  # noqa: BLE001 - said as MSD002, with the pipeline's own message
-        raise CheckSkipped(f"reading the dataset raised {_pipeline_error(exc)}") from None
+        raise CheckSkipped(f"reading the dataset raised {pipeline_error(exc)}") from None
     finally:
         if iterator is not None:
             iterator.stop()
@@ -146,7 +146,7 @@ def sample_inputs(batches: Sequence[Batch], positions: Sequence[int]) -> np.ndar
     return np.stack(rows)
 
 
-def _pipeline_error(exc: Exception) -> str:
+def pipeline_error(exc: Exception) -> str:
     """The error a dataset pipeline raised, as the user wrote it: MindSpore wraps a Python source's exception in a
     RuntimeError whose text holds the original traceback; its last ``SomeError: message`` line is the user's."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -154,7 +154,7 @@ def _pipeline_error(exc: Exception) -> str:
     return (raised[-1] if raised else f"{type(exc).__name__}: {lines[0] if lines else ''}")[:300]
 
 
-def _as_numpy(output: Any) -> np.ndarray:
+def as_numpy(output: Any) -> np.ndarray:
     if isinstance(output, (tuple, list)):
         output = output[0]
     return np.asarray(output.asnumpy() if hasattr(output, "asnumpy") else output, dtype=np.float64)
@@ -354,7 +354,7 @@ class Probe:
         with ModeSnapshot(self.network), BufferSnapshot(self.network):
             self._forward.set_train(False)  # the wrapper's phase keys the compiled graph: set it, not only the net's
             for batch in batches:
-                outputs.append(_as_numpy(self._forward(*(Tensor(x) for x in batch[:-1]))))
+                outputs.append(as_numpy(self._forward(*(Tensor(x) for x in batch[:-1]))))
                 labels.append(batch[-1])
         measured = Measured(np.concatenate(outputs), np.concatenate(labels), None)
         if self.loss_fn is not None:
@@ -364,7 +364,7 @@ class Probe:
         return measured
 
     def _loss(self, outputs: np.ndarray, labels: np.ndarray) -> float:
-        return float(_as_numpy(self.loss_fn(Tensor(outputs.astype(np.float32)), Tensor(labels))).mean())
+        return float(as_numpy(self.loss_fn(Tensor(outputs.astype(np.float32)), Tensor(labels))).mean())
 
     def _loss_noise(self, outputs: Sequence[np.ndarray], labels: Sequence[np.ndarray],
                     batch_losses: Sequence[float]) -> float | None:
@@ -401,9 +401,9 @@ class Probe:
         inputs = [Tensor(x) for x in batch[:-1]]
         with ModeSnapshot(self.network), BufferSnapshot(self.network):
             self._forward.set_train(True)
-            trained = _as_numpy(self._forward(*inputs))
+            trained = as_numpy(self._forward(*inputs))
             self._forward.set_train(False)
-            evaluated = _as_numpy(self._forward(*inputs))
+            evaluated = as_numpy(self._forward(*inputs))
         # relative to the smaller of the two: a mode whose outputs blow up (stale BatchNorm statistics) counts fully
         smaller = min(np.linalg.norm(trained), np.linalg.norm(evaluated))
         change = float(np.linalg.norm(trained - evaluated) / (smaller + 1e-12))

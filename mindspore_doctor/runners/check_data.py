@@ -20,7 +20,8 @@ from mindspore_doctor.rules.data import JUDGES, PAIR_RULES
 
 T = TypeVar("T")
 DATA_CODES = tuple(rule.code for rule, _ in JUDGES)
-"""MSD301-MSD310, and MSD205 when the regression target is itself an input column (certain before any step)."""
+"""MSD301-MSD310, MSD312 and MSD313, and MSD205 when the regression target is itself an input column (certain before
+any step)."""
 PAIR_CODES = tuple(rule.code for rule in PAIR_RULES)
 """The codes the eval set is sampled for (MSD308, MSD309: train against eval; MSD312, MSD313: its pipeline)."""
 PIPELINE_CODES = ("MSD312", "MSD313")

@@ -127,15 +127,15 @@ def _from_pipeline(dataset: Any, network: Any, config: Any, max_samples: int
                    ) -> tuple[tuple[np.ndarray, ...], np.ndarray, tuple[str, ...], int | None]:
     """Every row of the pipeline, batches split into samples, in the order it yields them."""
     from mindspore_doctor.data.roles import RolesUnknown, assign_roles
-    from mindspore_doctor.data.sampling import _is_batched, rows_are_batches
-    from mindspore_doctor.probes.evaluation import _pipeline_error
+    from mindspore_doctor.data.sampling import is_batched, rows_are_batches
+    from mindspore_doctor.probes.evaluation import pipeline_error
 
     try:
         columns = list(dataset.get_col_names())
-        batched = _is_batched(dataset)
+        batched = is_batched(dataset)
         batch_size = int(dataset.get_batch_size()) if batched else None
     except Exception as exc:  # noqa: BLE001 - the user's pipeline
-        raise LabelsError(f"cannot read the dataset's columns: {_pipeline_error(exc)}") from None
+        raise LabelsError(f"cannot read the dataset's columns: {pipeline_error(exc)}") from None
     try:
         roles = assign_roles(columns, network, config)
     except RolesUnknown as exc:
@@ -162,7 +162,7 @@ def _from_pipeline(dataset: Any, network: Any, config: Any, max_samples: int
     except LabelsError:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's pipeline failed: say how, in its words
-        raise LabelsError(f"reading the dataset raised {_pipeline_error(exc)}") from None
+        raise LabelsError(f"reading the dataset raised {pipeline_error(exc)}") from None
     if count == 0:
         raise LabelsError("the dataset yields no sample: is it empty, or filtered to nothing?")
     try:
@@ -252,7 +252,7 @@ def to_probabilities(outputs: np.ndarray, labels: np.ndarray, loss_fn: Any, clas
     return task.probabilities(outputs)
 
 
-def _sha1s(inputs: tuple[np.ndarray, ...]) -> list[str]:
+def input_sha1s(inputs: tuple[np.ndarray, ...]) -> list[str]:
     """Each sample's fingerprint, as the Doctor's other label sources give it (``probes.evaluation.row_hashes``:
     SHA-1 of its input columns' bytes, 12 hex digits): the same sample has the same sha1 in every report."""
     from mindspore_doctor.probes.evaluation import row_hashes
@@ -263,13 +263,13 @@ def _sha1s(inputs: tuple[np.ndarray, ...]) -> list[str]:
 def _predict(network: Any, inputs: tuple[np.ndarray, ...]) -> np.ndarray:
     from mindspore import Tensor
 
-    from mindspore_doctor.probes.evaluation import _as_numpy
+    from mindspore_doctor.probes.evaluation import as_numpy
 
     network.set_train(False)
     out = []
     for start in range(0, len(inputs[0]), PREDICT_BATCH):
         batch = [Tensor(x[start:start + PREDICT_BATCH]) for x in inputs]
-        out.append(_as_numpy(network(*batch)))
+        out.append(as_numpy(network(*batch)))
     return np.concatenate(out)
 
 
@@ -415,7 +415,7 @@ def run_folds(build: Callable[[dict[str, Any]], tuple[Any, Any, Any]], data: Any
               f"epoch(s) on the other folds (batch {batch}, seed {seed}); held-out probabilities averaged over "
               f"the last {max(1, round(ENSEMBLE_SHARE * epochs))} epoch(s)")
     report = label_report(loaded.classes, probs, source="folds", method=method, positions_note=loaded.positions_note,
-                          positions=np.arange(n), sha1=_sha1s(loaded.inputs))
+                          positions=np.arange(n), sha1=input_sha1s(loaded.inputs))
     run = LabelRun(report, probs, loaded.classes, folds, epochs, batch, accuracy, inputs=loaded.inputs)
     run.findings = _judge(report, config)
     run.seconds = time.perf_counter() - started

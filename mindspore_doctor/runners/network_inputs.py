@@ -22,7 +22,7 @@ from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.data.signals import DatasetSignals, DataSignals, FeatureStats
 from mindspore_doctor.data.stats import FeatureAccumulator, UnsupportedColumn, channel_view
 from mindspore_doctor.findings import Finding, Severity
-from mindspore_doctor.rules.data.pairs import _kurtosis
+from mindspore_doctor.rules.data.pairs import feature_kurtosis
 from mindspore_doctor.rules.data.scale import input_not_normalized
 
 PASS_THE_BATCH = (" In a hand-written loop that transforms the batch before the network, pass the batch the "
@@ -58,7 +58,7 @@ def _same_distribution(dataset: FeatureStats, received: FeatureStats, dataset_sa
     with np.errstate(all="ignore"):
         z_shift = np.abs(received.mean - dataset.mean) / (dataset.std * spread)
         both = (dataset.std > 0) & (received.std > 0)
-        log_noise = np.sqrt((_kurtosis(dataset) - 1) / 4) * spread
+        log_noise = np.sqrt((feature_kurtosis(dataset) - 1) / 4) * spread
         z_ratio = np.where(both, np.abs(np.log(received.std / dataset.std)) / log_noise, 0.0)
     constant_moved = (dataset.std == 0) & (received.mean != dataset.mean)
     moved = np.nan_to_num(z_shift, posinf=0.0) > TRANSFORMED_SIGMAS

@@ -25,7 +25,7 @@ def _paired_features(s: DataSignals) -> list[tuple[FeatureStats, FeatureStats]]:
             if t.column in by_column and t.kind != "tokens" and by_column[t.column].num_features == t.num_features]
 
 
-def _kurtosis(f: FeatureStats) -> np.ndarray:
+def feature_kurtosis(f: FeatureStats) -> np.ndarray:
     """Per-feature kurtosis of the values (3 where only per-sample means were kept: treated as normal)."""
     if not f.rows_are_values or f.per_sample.shape[0] < 2:
         return np.full(f.num_features, 3.0)
@@ -123,7 +123,8 @@ def train_eval_mismatch(s: DataSignals, config: DoctorConfig) -> list[Finding]:
             both = (t.std > 0) & (e.std > 0)
             std_ratio = np.where(both, e.std / t.std, 1.0)
             log_ratio = np.abs(np.log(std_ratio))
-            log_noise = np.where(both, np.sqrt((_kurtosis(t) - 1) / (4 * n_t) + (_kurtosis(e) - 1) / (4 * n_e)), 0.0)
+            log_noise = np.where(both, np.sqrt((feature_kurtosis(t) - 1) / (4 * n_t)
+                                               + (feature_kurtosis(e) - 1) / (4 * n_e)), 0.0)
         off = shift > config.mismatch_shift + k * shift_noise
         off |= log_ratio > np.log(config.mismatch_std_ratio) + k * log_noise
         units = _other_units(t, e, std_ratio) & (log_ratio >= np.log(UNITS_MIN_STD_RATIO)) & (shift >= UNITS_MIN_SHIFT)
