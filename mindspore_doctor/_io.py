@@ -9,6 +9,9 @@ from pathlib import Path
 REPORT_FILE = "doctor_report.json"
 HISTORY_FILE = "doctor_history.json"
 HTML_FILE = "doctor_report.html"
+LABEL_ISSUES_FILE = "doctor_label_issues.csv"
+"""Every sample MSD311's sources flag (``export/labels.py``), most suspect first."""
+LABEL_SUSPECTS_FILE = "doctor_label_suspects.npz"
 
 
 def _umask() -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mindspore_doctor._io import LABEL_ISSUES_FILE
 from mindspore_doctor.analysis.budget import BIAS, REMEDIES, SHIFT, VARIANCE
 
 
@@ -223,7 +224,7 @@ CAUSES: tuple[Cause, ...] = (
             S("MSD401", 1),
             S("MSD402", 0.5),
         ),
-        ("Open doctor_label_issues.csv (most suspect first), look at the top samples and fix or drop the wrong labels.",
+        (f"Open {LABEL_ISSUES_FILE} (most suspect first), look at the top samples and fix or drop the wrong labels.",
          "A swapped pair that recurs points at the labelling rule (or the label mapping in code) to fix.",
          "Score the whole training set out of sample with `msdoctor labels ... --folds 5`.",
          "Until the labels are fixed: early stopping, or a noise-robust loss (label smoothing)."),

@@ -21,10 +21,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from mindspore_doctor._io import atomic_write_bytes, atomic_write_text
+from mindspore_doctor._io import LABEL_ISSUES_FILE, LABEL_SUSPECTS_FILE, atomic_write_bytes, atomic_write_text
 
-LABEL_ISSUES_FILE = "doctor_label_issues.csv"
-LABEL_SUSPECTS_FILE = "doctor_label_suspects.npz"
 CSV_COLUMNS = ("source", "position", "given", "likely", "quality", "sha1")
 CHANNELS = (1, 3, 4)
 MIN_SIDE = 4

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mindspore_doctor._io import LABEL_ISSUES_FILE
 from mindspore_doctor.analysis.labels import LabelReport
 from mindspore_doctor.findings import Finding
 from mindspore_doctor.rule import Option, Rule, WARNING
@@ -20,8 +21,6 @@ from mindspore_doctor.rule import Option, Rule, WARNING
 if TYPE_CHECKING:
     from mindspore_doctor.config import DoctorConfig
 
-LABEL_ISSUES_FILE = "doctor_label_issues.csv"
-"""Where the session writes every flagged sample (``export/labels.py``)."""
 
 SOURCES = {
     "eval": "the evaluation set",
@@ -120,7 +119,7 @@ def label_errors(report: LabelReport, config: DoctorConfig) -> list[Finding]:
         f"labels wrong and flags {flagged}{swapped}. Most suspect positions ({report.positions}): {first}. "
         f"Every flagged sample is in {LABEL_ISSUES_FILE}.",
         location={"dataset": report.source, "check": "label-errors"}, evidence=evidence,
-        suggestion="Look at the most suspect samples in doctor_label_issues.csv (most suspect first) and fix or drop "
+        suggestion=f"Look at the most suspect samples in {LABEL_ISSUES_FILE} (most suspect first) and fix or drop "
         "the wrong labels; a swapped pair that recurs points at a labelling rule to clarify. If the labels are "
         "right, these are the samples the model confuses (see the error analysis)." + folds,
     )]
