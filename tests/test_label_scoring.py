@@ -114,6 +114,9 @@ def test_the_end_of_run_analyses_are_in_the_report_and_the_files(noisy):
     rows = list(csv.DictReader((folder / "doctor_label_issues.csv").open()))
     assert {r["source"] for r in rows} == {"train-sample"} | ({"eval"} if meta["label_issues"][0]["flagged"] else set())
     assert all(len(r["sha1"]) == 12 for r in rows)
+    trained = [r for r in rows if r["source"] == "train-sample"]
+    assert all(r["aum"] and r["confidence"] and r["variability"] for r in trained)  # the trajectory's view
+    assert np.median([float(r["aum"]) for r in trained]) < 0  # flagged: another class won on average
     suspects = np.load(folder / "doctor_label_suspects.npz")
     inputs, positions = suspects["train-sample__inputs"], suspects["train-sample__positions"]
     assert inputs.shape == (20, 16) and positions.shape == (20,)

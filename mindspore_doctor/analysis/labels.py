@@ -46,6 +46,13 @@ class LabelSuspect:
     likely wrong."""
     sha1: str = ""
     """The sample's content hash where the caller has it (to find it again whatever the order)."""
+    aum: float | None = None
+    """With a trajectory (sources "eval", "train-sample"): the mean margin of the given label over the evaluations
+    (AUM; negative: another class won on average). Beside it, dataset cartography's view: a wrong label has a low
+    ``confidence`` (mean probability of the given label) and a low ``variability`` (its standard deviation: the
+    model never hesitated), a hard but right one a high variability."""
+    confidence: float | None = None
+    variability: float | None = None
 
 
 @dataclass
@@ -346,6 +353,14 @@ class Trajectory:
     def aum(self) -> np.ndarray:
         """Area under the margin: the mean of p[given] - max of the other classes (negative: another class wins)."""
         return self._margin / self._need()
+
+    def annotate(self, suspects: Sequence[LabelSuspect]) -> None:
+        """Write each suspect's AUM, cartography confidence and variability (its ``position`` is its row here)."""
+        aum, confidence, variability = self.aum(), self.confidence(), self.variability()
+        for suspect in suspects:
+            row = suspect.position
+            suspect.aum, suspect.confidence = float(aum[row]), float(confidence[row])
+            suspect.variability = float(variability[row])
 
     @property
     def nbytes(self) -> int:

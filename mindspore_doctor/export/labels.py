@@ -3,7 +3,8 @@
 In ``summary_dir`` (written once the run's label reports are final, each file atomically):
 
 * ``doctor_label_issues.csv``: every sample cleanlab flags, per source (``eval``, ``train-sample``, ``folds``), most
-  suspect first: ``source, position, given, likely, quality, sha1``;
+  suspect first: ``source, position, given, likely, quality, sha1, aum, confidence, variability`` (the last three
+  from the source's trajectory, blank for ``folds``);
 * ``doctor_label_suspects.npz``: for the top suspects of each source, the inputs as the pipeline yields one sample
   (``<source>__inputs``, shape ``(m, ...)``) and their positions (``<source>__positions``, ``(m,)``). The HTML report
   and TensorBoard draw their thumbnails from it, also for a finished run (``msdoctor report RUN_DIR``).
@@ -23,7 +24,9 @@ import numpy as np
 
 from mindspore_doctor._io import LABEL_ISSUES_FILE, LABEL_SUSPECTS_FILE, atomic_write_bytes, atomic_write_text
 
-CSV_COLUMNS = ("source", "position", "given", "likely", "quality", "sha1")
+CSV_COLUMNS = ("source", "position", "given", "likely", "quality", "sha1", "aum", "confidence", "variability")
+TRAJECTORY_COLUMNS = CSV_COLUMNS[-3:]
+"""Blank for a source without a trajectory (``folds``)."""
 CHANNELS = (1, 3, 4)
 MIN_SIDE = 4
 """An image is at least this many pixels high and wide (a (2, 5) array is a table, not a picture)."""
@@ -80,7 +83,8 @@ def label_issues_csv(reports: Iterable[Any]) -> str:
     for report in map(_as_dict, reports):
         for s in report.get("flagged", []):
             writer.writerow([report["source"], int(s["position"]), int(s["given"]), int(s["likely"]),
-                             f"{float(s['quality']):.6g}", s.get("sha1", "")])
+                             f"{float(s['quality']):.6g}", s.get("sha1", "")]
+                            + ["" if s.get(k) is None else f"{float(s[k]):.6g}" for k in TRAJECTORY_COLUMNS])
     return buffer.getvalue()
 
 
@@ -91,7 +95,8 @@ def read_label_issues(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
         return []
     with path.open(encoding="utf-8", newline="") as fh:
         return [{"source": row["source"], "position": int(row["position"]), "given": int(row["given"]),
-                 "likely": int(row["likely"]), "quality": float(row["quality"]), "sha1": row["sha1"]}
+                 "likely": int(row["likely"]), "quality": float(row["quality"]), "sha1": row["sha1"],
+                 **{k: float(row[k]) if row.get(k) else None for k in TRAJECTORY_COLUMNS}}
                 for row in csv.DictReader(fh)]
 
 

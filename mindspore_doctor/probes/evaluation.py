@@ -590,10 +590,12 @@ class Evaluator:
                                  positions_note="index in the order the training dataset first yielded its samples",
                                  sha1=self.train_sha1))
         reports, skipped = [], {}
+        trajectories = {"eval": held_out, "train-sample": trajectory}
         for request, result in zip(requests, label_reports_apart(requests) if requests else []):
             if isinstance(result, str):
                 skipped[request["source"]] = result
             else:
+                trajectories[result.source].annotate(result.flagged)
                 reports.append(result)
         inputs = {}
         for report in reports:
