@@ -20,8 +20,9 @@ from mindspore_doctor._io import HISTORY_FILE, HTML_FILE, REPORT_FILE, atomic_wr
 from mindspore_doctor.catalog import RULES
 from mindspore_doctor.config import DoctorConfig
 from mindspore_doctor.export import labels as label_files
-from mindspore_doctor.export.summary import (NO_DOMINANT, budget_cell, finite, is_classification, labels_text, number,
-                                             percent, sample_at, scored, sentence, spread_evenly)
+from mindspore_doctor.export.summary import (NO_DOMINANT, budget_cell, by_f1, finite, is_classification, labels_text,
+                                             measured_errors, noisiest_classes, number, percent, sample_at, scored,
+                                             sentence, spread_evenly)
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.rule_docs import rule_doc_uri as rule_doc_href  # one lookup for every report's rule links
 from mindspore_doctor.signals import TrainingHistory
@@ -360,8 +361,7 @@ def _error_analysis(analysis: dict[str, Any], top: int) -> dict[str, Any]:
         if all(isinstance(r["label"], int) for r in per_class):
             per_class.sort(key=lambda r: r["label"])
         worst = list(analysis.get("worst", []))
-        shown = per_class if len(per_class) <= MAX_CLASS_ROWS else sorted(
-            per_class, key=lambda r: r["f1"] if finite(r["f1"]) else -1)[:MAX_CLASS_ROWS]
+        shown = per_class if len(per_class) <= MAX_CLASS_ROWS else by_f1(per_class)[:MAX_CLASS_ROWS]
         view.update(per_class=shown, hidden=len(per_class) - len(shown), worst=worst[:top],
                     confused=analysis.get("confused", [])[:top], top_loss=analysis.get("top_loss", [])[:top])
         if 0 < len(per_class) <= MAX_CLASS_BARS:
@@ -386,10 +386,7 @@ def _error_budget(budget: dict[str, Any]) -> dict[str, Any]:
     metric = budget.get("metric", "error")
     rows = [{"term": r["term"], "value": budget_cell(r, metric), "bound": r.get("bound"), "note": r.get("note", ""),
              "dominant": r["term"] == budget.get("dominant")} for r in budget.get("rows", [])]
-    seen = [(what, budget_cell({"value": budget.get(key)}, metric)) for what, key in (
-        ("trivial predictor", "baseline_error"), ("train", "train_error"), ("eval", "eval_error"),
-        ("target eval", "target_eval_error"), ("held-out test", "holdout_error")) if finite(budget.get(key))]
-    return {"metric": metric, "rows": rows, "measured": seen, "dominant": budget.get("dominant"),
+    return {"metric": metric, "rows": rows, "measured": measured_errors(budget), "dominant": budget.get("dominant"),
             "no_dominant": sentence(NO_DOMINANT),
             "remedies": list(budget.get("remedies", [])), "target_source": budget.get("target_source"),
             "has_bounds": any(r["bound"] for r in rows)}
@@ -406,7 +403,7 @@ def _label_issues(reports: list[dict[str, Any]], suspects: dict[str, Any], top: 
         samples = label_files.suspect_samples(suspects, report.get("source", ""))
         flagged = [{**s, "thumbnail": _data_uri(label_files.thumbnail_png(samples[s["position"]]))
                     if s["position"] in samples else None} for s in report.get("flagged", [])[:top]]
-        per_class = sorted(report.get("per_class", []), key=lambda c: -(c.get("noise_rate") or 0))
+        per_class = noisiest_classes(report)
         views.append({**report, "flagged_count": len(report.get("flagged", [])), "suspects": flagged,
                       "thumbnails": any(s["thumbnail"] for s in flagged),
                       "per_class": [c for c in per_class if c.get("noise_rate")][:MAX_PAIR_ROWS],

@@ -260,6 +260,16 @@ def budget_cell(row: Mapping[str, Any], metric: str) -> str:
     return BOUND_MARKS.get(row.get("bound"), "") + budget_value(row["value"], metric) + noise
 
 
+MEASURED_ERRORS = (("trivial predictor", "baseline_error"), ("train", "train_error"), ("eval", "eval_error"),
+                   ("target eval", "target_eval_error"), ("held-out test", "holdout_error"))
+
+
+def measured_errors(budget: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The errors the budget was computed from, (what, value shown), those measured only."""
+    metric = budget.get("metric", "error")
+    return [(what, budget_value(budget.get(key), metric)) for what, key in MEASURED_ERRORS if finite(budget.get(key))]
+
+
 def scored(analysis: Mapping[str, Any]) -> str:
     """``360 samples`` or, per token / pixel / label, ``360 samples, 41200 tokens``."""
     unit, units = analysis.get("unit", "sample"), analysis.get("units")
@@ -293,6 +303,16 @@ def worst_classes(analysis: Mapping[str, Any], limit: int) -> list[dict[str, Any
     """The per-class rows of ``analysis["worst"]``, in its order (the worst first)."""
     rows = {row["label"]: row for row in analysis.get("per_class", [])}
     return [rows[label] for label in analysis.get("worst", [])[:limit] if label in rows]
+
+
+def noisiest_classes(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A label report's classes, highest estimated noise rate first."""
+    return sorted(report.get("per_class", []), key=lambda c: -(c.get("noise_rate") or 0))
+
+
+def by_f1(per_class: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """An error analysis' classes, lowest F1 first (an undefined F1 first of all)."""
+    return sorted(per_class, key=lambda r: r["f1"] if finite(r["f1"]) else -1)
 
 
 def _wrapped(head: str, items: Sequence[str], width: int, indent: str = "    ") -> list[str]:
@@ -349,7 +369,7 @@ def label_error_lines(report: Mapping[str, Any], width: int = 100, top: int = 3)
     flagged = report.get("flagged", [])
     lines = [f"Label errors ({report.get('source')}: {report.get('samples')} samples, {report.get('classes')} "
              f"classes): estimated noise {percent(report.get('noise_rate'))}, {len(flagged)} flagged"]
-    noisy = sorted(report.get("per_class", []), key=lambda c: -(c.get("noise_rate") or 0))[:top]
+    noisy = noisiest_classes(report)[:top]
     noisy = [f"{c['label']} ({percent(c['noise_rate'], 0)} of {c['support']})" for c in noisy if c.get("noise_rate")]
     swapped = [f"{p['given']} → {p['likely']} ×{p['count']} ({percent(p.get('rate'), 0)} of {p['given']})"
                for p in report.get("swapped", [])[:top]]

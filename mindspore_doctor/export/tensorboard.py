@@ -40,9 +40,10 @@ import numpy as np
 from mindspore_doctor._io import HISTORY_FILE, REPORT_FILE
 from mindspore_doctor.config import OPTIONS
 from mindspore_doctor.export import labels as label_files
-from mindspore_doctor.export.summary import (NO_DOMINANT, TAG_PREFIX, BufferedSummaryWriter, budget_cell, budget_value,
-                                             finite, is_classification, labels_text, number, percent, sample_at,
-                                             scored, sentence, unique_file_tag, worst_classes)
+from mindspore_doctor.export.summary import (NO_DOMINANT, TAG_PREFIX, BufferedSummaryWriter, budget_cell, by_f1, finite,
+                                             is_classification, labels_text, measured_errors, noisiest_classes,
+                                             number, percent, sample_at, scored, sentence, unique_file_tag,
+                                             worst_classes)
 from mindspore_doctor.findings import Finding, Report
 from mindspore_doctor.signals import TrainingHistory
 
@@ -132,7 +133,7 @@ def error_analysis_markdown(analysis: Mapping[str, Any], top: int = 20) -> str:
     if is_classification(analysis):
         if analysis.get("worst"):
             lines += ["Worst classes (lowest F1 first): " + ", ".join(_cell(w) for w in analysis["worst"][:top]), ""]
-        per_class = sorted(analysis.get("per_class", []), key=lambda r: r["f1"] if finite(r["f1"]) else -1)
+        per_class = by_f1(analysis.get("per_class", []))
         lines += _table(("class", "precision", "recall", "F1", "support"),
                         [(r["label"], number(r["precision"]), number(r["recall"]), number(r["f1"]), r["support"])
                          for r in per_class[:max(top, len(worst_classes(analysis, top)))]])
@@ -162,9 +163,7 @@ def error_analysis_markdown(analysis: Mapping[str, Any], top: int = 20) -> str:
 def error_budget_markdown(budget: Mapping[str, Any]) -> str:
     """The budget table (bounds marked ≤/≥, the dominant term in bold), then that term's remedies in order."""
     metric = budget.get("metric", "error")
-    measured = ", ".join(f"{what} {budget_value(budget.get(key), metric)}" for what, key in (
-        ("trivial predictor", "baseline_error"), ("train", "train_error"), ("eval", "eval_error"),
-        ("target eval", "target_eval_error"), ("held-out test", "holdout_error")) if finite(budget.get(key)))
+    measured = ", ".join(f"{what} {value}" for what, value in measured_errors(budget))
     lines = [f"**Error budget** ({metric}): {measured}.", ""]
     dominant = budget.get("dominant")
     rows = []
@@ -205,8 +204,7 @@ def label_errors_markdown(reports: list[Mapping[str, Any]], top: int = 20) -> st
                             [(s["position"], s["given"], s["likely"], number(s["quality"], 2),
                               (s.get("sha1") or "")[:12])
                              for s in flagged[:top]]) + [""]
-        noisy = [c for c in sorted(report.get("per_class", []), key=lambda c: -(c.get("noise_rate") or 0))
-                 if c.get("noise_rate")]
+        noisy = [c for c in noisiest_classes(report) if c.get("noise_rate")]
         if noisy:
             lines += ["Estimated noise per class: " + ", ".join(
                 f"{_cell(c['label'])} {percent(c['noise_rate'])}" for c in noisy[:top]) + ".", ""]
