@@ -18,8 +18,10 @@ Methods, side by side:
 - ``train``: the in-training scores: the network trained once on the whole set with ``Model.train`` and the Doctor
   (``eval_dataset`` given, ``label_sample_size`` covering the training set), its ``LabelReport`` of source
   "train-sample" (the eval-mode probabilities of a fixed training sample at each epoch end, averaged:
-  ``Trajectory.pred_probs``). Without the Doctor's label wiring (``--plain``), the same idea from a plain MindSpore
-  loop: eval-mode softmax of the training set at each epoch end, into ``Trajectory``;
+  ``Trajectory.pred_probs``), and its "eval" report on the 20 % eval split (column ``eval``);
+- ``plain``: the same idea without the Doctor, from a plain MindSpore loop: eval-mode softmax of the training set at
+  each epoch end, into ``Trajectory``; every epoch's probabilities are kept, so the candidates of
+  ``Trajectory.pred_probs`` are compared (the trajectory table);
 - ``folds``: ``mindspore_doctor.find_label_errors(build, data, folds=5)``: out-of-fold probabilities of the same
   network trained 5 times.
 
@@ -307,7 +309,7 @@ def trajectory_choices(epochs: list[np.ndarray], given: np.ndarray, flip: np.nda
     return out
 
 
-def run_one(whole: Data, noise: str, methods: list[str], plain: bool, log: Callable[[str], None]) -> list[Row]:
+def run_one(whole: Data, noise: str, methods: list[str], log: Callable[[str], None]) -> list[Row]:
     data, given, flip = whole.split(*add_noise(whole.labels, whole.classes, noise))
     rows = []
     if "anchor" in methods:
@@ -317,32 +319,31 @@ def run_one(whole: Data, noise: str, methods: list[str], plain: bool, log: Calla
         rows.append(row(data, noise, "anchor", report, flip, time.perf_counter() - t))
         log(fmt(rows[-1]))
     if "train" in methods:
+        import tempfile
+
         t = time.perf_counter()
-        reports: dict[str, LabelReport] = {}
-        if not plain:
-            import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            reports = train_doctor(data, given, tmp)
+        report = reports["train-sample"]
+        rows.append(row(data, noise, "train", report, flip, time.perf_counter() - t, rows=by_sha1(report, data),
+                        note="Doctor"))
+        log(fmt(rows[-1]))
+        if "eval" in reports:
+            rows.append(row(data, noise, "eval", reports["eval"], data.eval_flip, 0.0, note="Doctor"))
+            log(fmt(rows[-1]))
+    if "plain" in methods:
+        from mindspore_doctor.analysis.labels import Trajectory
 
-            with tempfile.TemporaryDirectory() as tmp:
-                reports = train_doctor(data, given, tmp)
-        if "train-sample" in reports:
-            report = reports["train-sample"]
-            rows.append(row(data, noise, "train", report, flip, time.perf_counter() - t, rows=by_sha1(report, data),
-                            note="Doctor"))
-            if "eval" in reports:
-                log(fmt(rows[-1]))
-                rows.append(row(data, noise, "eval", reports["eval"], data.eval_flip, 0.0, note="Doctor"))
-        else:
-            from mindspore_doctor.analysis.labels import Trajectory
-
-            epochs, held = train_plain(data, given)
-            traj = Trajectory(given)
-            for p in epochs:
-                traj.add(p)
-            report = label_report(given, traj.pred_probs(), source="train-sample", method="plain loop",
-                                  positions_note="row")
-            rows.append(row(data, noise, "train", report, flip, time.perf_counter() - t, note="plain loop",
-                            choices=trajectory_choices(epochs, given, flip),
-                            train_accuracy=float((epochs[-1].argmax(1) == given).mean())))
+        t = time.perf_counter()
+        epochs, held = train_plain(data, given)
+        traj = Trajectory(given)
+        for p in epochs:
+            traj.add(p)
+        report = label_report(given, traj.pred_probs(), source="train-sample", method="plain loop",
+                              positions_note="row")
+        rows.append(row(data, noise, "plain", report, flip, time.perf_counter() - t, note="plain loop",
+                        choices=trajectory_choices(epochs, given, flip),
+                        train_accuracy=float((epochs[-1].argmax(1) == given).mean())))
         log(fmt(rows[-1]))
     if "folds" in methods:
         t = time.perf_counter()
@@ -408,7 +409,7 @@ def goals(keyed: dict[tuple[str, str, str], Row]) -> list[str]:
 
 
 def markdown(rows: list[Row], commands: list[str]) -> str:
-    methods = [m for m in ("anchor", "train", "folds", "eval") if any(r.method == m for r in rows)]
+    methods = [m for m in ("anchor", "train", "plain", "folds", "eval") if any(r.method == m for r in rows)]
     keyed = {(r.data, r.noise, r.method): r for r in rows}
     lines = [
         "# Label-noise benchmark (issue 25)",
@@ -426,8 +427,9 @@ def markdown(rows: list[Row], commands: list[str]) -> str:
         "Flagged samples against the truly flipped ones (precision P, recall R, F1), the estimated share of wrong "
         "labels against the true one, and whether MSD311 warns at its default options. `anchor`: cleanlab's recipe "
         "(logistic regression, 5-fold `cross_val_predict`, `find_label_issues`); `train`: the in-training scores "
-        "(eval-mode probabilities of the training set at each epoch end, averaged over the epochs before the "
-        "network memorises: `Trajectory.pred_probs`); "
+        "(`Model.train` with the Doctor: its report's eval-mode probabilities of the training set at each epoch end, "
+        "averaged over the epochs before the network memorises, `Trajectory.pred_probs`); `plain`: the same from a "
+        "plain MindSpore loop; "
         "`folds`: `find_label_errors(build, data, folds=5)` with the same network; `eval`: the Doctor's report on "
         "its 20 % eval split (its probabilities averaged over the evaluations, out of sample; its own true "
         "rate differs a little from the training split's). `anchor`, `train` and `folds` score the same 80 % "
@@ -449,14 +451,9 @@ def markdown(rows: list[Row], commands: list[str]) -> str:
             if r is None:
                 cells += ["", ""]
                 continue
-            plain = " (plain)" if r.note == "plain loop" else ""
-            cells += [f"{r.est_rate:.3f} ({r.flagged}){' **W**' if r.warns else ''}{plain}",
+            cells += [f"{r.est_rate:.3f} ({r.flagged}){' **W**' if r.warns else ''}",
                       f"{_n(r.precision)} / {_n(r.recall)} / {_n(r.f1)}"]
         lines.append("| " + " | ".join(cells) + " |")
-    sources = sorted({r.note for r in rows if r.method == "train"})
-    lines += ["", "In-training scores from: " + ", ".join(sources) + " (`Doctor`: `Model.train` with the Doctor, its "
-              "report's `meta[\"label_issues\"]`; `plain loop`, marked (plain): the same idea in a plain MindSpore "
-              "loop, `Trajectory` fed the eval-mode softmax of the training split at each epoch end)."]
     choices = sorted((r for r in rows if r.extra.get("choices")), key=lambda r: _order((r.data, r.noise)))
     if choices:
         names = list(choices[0].extra["choices"])
@@ -479,10 +476,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="digits,digits28,wine,breast_cancer", help="datasets, comma-separated")
     parser.add_argument("--noise", default=",".join(NOISES), help="noise settings, comma-separated")
-    parser.add_argument("--methods", default="anchor,train,folds")
+    parser.add_argument("--methods", default="anchor,train,plain,folds",
+                        help="comma-separated: anchor, train (the Doctor; its eval report too), plain, folds")
     parser.add_argument("--folds-noise", default=None,
                         help="run folds only at these noise settings (comma-separated; default: all): K trainings each")
-    parser.add_argument("--plain", action="store_true", help="in-training scores from a plain loop, not the Doctor")
     parser.add_argument("--json", dest="json_out", help="write the rows as JSON here")
     parser.add_argument("--write-docs", action="store_true", help=f"render {DOC.relative_to(ROOT)}")
     parser.add_argument("--merge", nargs="*", default=(), help="also read these --json outputs (rows of other runs)")
@@ -506,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             wanted = [m for m in methods if m != "folds" or args.folds_noise is None
                       or noise in args.folds_noise.split(",")]
-            rows += run_one(data, noise, wanted, args.plain, lambda line: print(line, flush=True))
+            rows += run_one(data, noise, wanted, lambda line: print(line, flush=True))
             if args.json_out:  # after each setting: a long run that is stopped keeps its rows
                 atomic_write_text(args.json_out, json.dumps({"command": command.strip(),
                                                              "rows": [asdict(r) for r in rows]}, indent=1))

@@ -25,7 +25,7 @@ def bench():
 
 
 def _run(bench, data, noise, method):
-    return bench.run_one(data, noise, [method], plain=True, log=lambda line: None)[0]
+    return bench.run_one(data, noise, [method], log=lambda line: None)[0]
 
 
 def test_the_anchor_recipe_on_digits_with_10_percent_noise(bench):
