@@ -103,7 +103,9 @@ RUN_OPTIONS = (
     ),
     Option(
         "label_sample_max_mb", 32.0,
-        "Bound on the host memory of that training sample (its inputs and labels as numpy).",
+        "Bound on the host memory of MSD311's scoring: the training sample (its inputs and labels as numpy), and "
+        "each source's per-sample probabilities kept across evaluations (beyond it, the eval set is judged on its "
+        "last evaluation and the training sample is not scored).",
     ),
     Option(
         "analysis_top", 20,

@@ -54,7 +54,9 @@ class DoctorConfig:
     loss/metric and the per-sample label-error trajectory, MSD311); 0: none (the train loss then reads fresh
     batches)."""
     label_sample_max_mb: float = 32.0
-    """Bound on the host memory of that training sample (its inputs and labels as numpy)."""
+    """Bound on the host memory of MSD311's scoring: the training sample (its inputs and labels as numpy), and each
+    source's per-sample probabilities kept across evaluations (beyond it, the eval set is judged on its last
+    evaluation and the training sample is not scored)."""
     analysis_top: int = 20
     """Rows in the end-of-run tables: top-loss evaluation samples, label-error suspects, confused class pairs."""
     lr_range: tuple[float, float] = (1e-06, 1.0)

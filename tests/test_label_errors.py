@@ -193,6 +193,7 @@ def test_the_trajectory_keeps_running_sums():
     for probs in seen[1:]:
         traj.add(probs)
     assert traj.evaluations == 7 and traj.nbytes == size + 6 * 8  # bounded: one number per evaluation, no array
+    assert traj.nbytes == Trajectory.footprint(50, 4) + 7 * 8  # what the Doctor checks against its memory bound
     stack = np.stack(seen)
     given = stack[:, np.arange(50), labels]
     other = stack.copy()

@@ -212,6 +212,19 @@ def test_a_sample_over_the_memory_bound_keeps_the_train_metric_on_fresh_batches(
     assert [r["source"] for r in doctor.report.meta["label_issues"]] == ["eval"]
 
 
+def test_probabilities_over_the_memory_bound_judge_the_eval_set_on_its_last_evaluation():
+    """20 KiB: the eval set's running mean (256 x 4 classes: 32 KiB) and the training sample's trajectory do not
+    fit; the eval set is still judged, on its last evaluation."""
+    doctor = _doctor(label_sample_max_mb=0.02)
+    _train(Y, doctor, epochs=2)
+    evaluator = doctor.session._evaluator
+    assert evaluator.eval_trajectory is None and evaluator.trajectory is None
+    assert "would exceed label_sample_max_mb=0.02" in doctor.report.meta["label_sample_skipped"]
+    (report,) = doctor.report.meta["label_issues"]
+    assert report["source"] == "eval" and "after the last evaluation" in report["method"]
+    assert report["samples"] == 256 and not {"MSD001", "MSD002"} & doctor.report.codes(), str(doctor.report)
+
+
 def test_the_sample_is_fixed_while_fresh_batches_of_a_shuffled_set_change():
     doctor = _doctor(label_sample_size=96)
     _train(Y, doctor, epochs=2)

@@ -362,6 +362,12 @@ class Trajectory:
             suspect.aum, suspect.confidence = float(aum[row]), float(confidence[row])
             suspect.variability = float(variability[row])
 
+    @staticmethod
+    def footprint(samples: int, classes: int) -> int:
+        """Bytes of the arrays of a trajectory of ``samples`` x ``classes`` (``nbytes`` once filled, less the one
+        number per evaluation): three (n, k) float64 arrays and four (n,) ones."""
+        return 8 * samples * (3 * classes + 4)
+
     @property
     def nbytes(self) -> int:
         arrays = (self.labels, self._sum, self._early, self._last, self._confidence, self._confidence_sq,

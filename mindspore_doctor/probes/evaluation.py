@@ -537,19 +537,25 @@ class Evaluator:
             setattr(record, f"{name}_metric", self.task.metric(measured.outputs, measured.labels))
 
     def score_labels(self) -> None:
-        """Add the last run's class probabilities of the eval set to ``eval_trajectory`` and those of the training sample
-        to ``trajectory`` (computed from that run's forward passes: no pass of its own). A task without one class per
-        sample (regression, per-token, multi-label) leaves ``labels_skipped`` saying so."""
+        """Add the last run's class probabilities of the eval set to ``eval_trajectory`` and those of the training
+        sample to ``trajectory`` (computed from that run's forward passes: no pass of its own), each within
+        ``label_sample_max_mb`` (``Trajectory.footprint``): beyond it the eval set is judged on its last evaluation
+        and the training sample is not scored. A task without one class per sample (regression, per-token,
+        multi-label) leaves ``labels_skipped`` saying so."""
         from mindspore_doctor.analysis.labels import Trajectory
 
         task, evaluated, trained = self.task, self.last_eval, self.last_train
+        bound = self.config.label_sample_max_mb * 2 ** 20
         if task is not None and evaluated is not None and task.per_sample_classes(evaluated.outputs.shape):
             given = task.class_ids(evaluated.outputs.shape, evaluated.labels)
-            if self.eval_trajectory is None or self._trajectory_digest != self._eval_digest:
-                self.eval_trajectory = None if _ignored(task, given) else Trajectory(given)
-                self._trajectory_digest, self._trajectory_sha1 = self._eval_digest, self._eval_sha1
-            if self.eval_trajectory is not None:
-                self.eval_trajectory.add(task.probabilities(evaluated.outputs))
+            probs = task.probabilities(evaluated.outputs)
+            if _ignored(task, given) or Trajectory.footprint(*probs.shape) > bound:
+                self.eval_trajectory = None  # judged on the last evaluation (``_eval_request``), or not at all
+            else:
+                if self.eval_trajectory is None or self._trajectory_digest != self._eval_digest:
+                    self.eval_trajectory = Trajectory(given)
+                    self._trajectory_digest, self._trajectory_sha1 = self._eval_digest, self._eval_sha1
+                self.eval_trajectory.add(probs)
         if trained is None or not self.train_sample:
             return
         if task is None or not task.per_sample_classes(trained.outputs.shape):
@@ -557,12 +563,38 @@ class Evaluator:
                                    "no classification task fits the outputs and labels")
             return
         given = task.class_ids(trained.outputs.shape, trained.labels)
+        probs = task.probabilities(trained.outputs)
         if self.trajectory is None:
             if _ignored(task, given):
                 self.labels_skipped = "the training sample holds labels the loss ignores"
                 return
+            if Trajectory.footprint(*probs.shape) > bound:
+                self.labels_skipped = (f"the training sample's probabilities over the evaluations would exceed "
+                                       f"label_sample_max_mb={self.config.label_sample_max_mb:g} "
+                                       f"({probs.shape[1]} classes)")
+                return
             self.trajectory = Trajectory(given)
-        self.trajectory.add(task.probabilities(trained.outputs))
+        self.trajectory.add(probs)
+
+    def _eval_request(self) -> tuple[dict[str, Any], str] | None:
+        """What cleanlab gets for the eval set, and the ``batches_digest`` of the batches it describes: the mean of
+        the probabilities over the evaluations, or the last evaluation's when that mean would exceed
+        ``label_sample_max_mb``; None when the eval set cannot be judged (no class per sample, ignored labels)."""
+        held_out, evaluated, task = self.eval_trajectory, self.last_eval, self.task
+        note = "the eval set is not trained on: out of sample"
+        if held_out is not None:
+            n = held_out.evaluations
+            return dict(labels=held_out.labels, pred_probs=held_out.mean_probs(), sha1=self._trajectory_sha1,
+                        method=f"the model's eval-mode probabilities averaged over {n} evaluation"
+                               f"{'s' if n != 1 else ''} ({note})"), self._trajectory_digest
+        if evaluated is None or task is None or not task.per_sample_classes(evaluated.outputs.shape):
+            return None
+        given = task.class_ids(evaluated.outputs.shape, evaluated.labels)
+        if _ignored(task, given):
+            return None
+        return dict(labels=given, pred_probs=task.probabilities(evaluated.outputs), sha1=self._eval_sha1,
+                    method=f"the model's eval-mode probabilities after the last evaluation ({note}; their mean over "
+                           "the evaluations would exceed label_sample_max_mb)"), self._eval_digest
 
     def label_reports(self) -> tuple[list[Any], dict[str, tuple[np.ndarray, np.ndarray]], dict[str, str]]:
         """Confident learning on the eval set's probabilities (out of sample: "eval") and on the training sample's
@@ -571,16 +603,12 @@ class Evaluator:
         probabilities or labels are invalid, e.g. not finite), by source."""
         from mindspore_doctor.analysis.labels import label_reports_apart
 
-        requests = []
-        held_out = self.eval_trajectory
-        if held_out is not None:
-            evaluations = held_out.evaluations
-            requests.append(dict(labels=held_out.labels, pred_probs=held_out.mean_probs(), source="eval",
-                                 method=f"the model's eval-mode probabilities averaged over {evaluations} "
-                                        f"evaluation{'s' if evaluations != 1 else ''} (the eval set is not trained "
-                                        "on: out of sample)",
-                                 positions_note="index in the order the eval dataset yields its samples",
-                                 sha1=self._trajectory_sha1))
+        requests, eval_digest = [], ""
+        eval_request = self._eval_request()
+        if eval_request is not None:
+            request, eval_digest = eval_request
+            requests.append(dict(request, source="eval",
+                                 positions_note="index in the order the eval dataset yields its samples"))
         trajectory = self.trajectory
         if trajectory is not None and trajectory.evaluations:
             evaluations = trajectory.evaluations
@@ -590,29 +618,30 @@ class Evaluator:
                                  positions_note="index in the order the training dataset first yielded its samples",
                                  sha1=self.train_sha1))
         reports, skipped = [], {}
-        trajectories = {"eval": held_out, "train-sample": trajectory}
+        trajectories = {"eval": self.eval_trajectory, "train-sample": trajectory}
         for request, result in zip(requests, label_reports_apart(requests) if requests else []):
             if isinstance(result, str):
                 skipped[request["source"]] = result
             else:
-                trajectories[result.source].annotate(result.flagged)
+                if trajectories[result.source] is not None:
+                    trajectories[result.source].annotate(result.flagged)
                 reports.append(result)
         inputs = {}
         for report in reports:
             positions = [s.position for s in report.flagged[:self.config.analysis_top]]
             if not positions:
                 continue
-            batches = self._eval_again() if report.source == "eval" else self.train_sample
+            batches = self._eval_again(eval_digest) if report.source == "eval" else self.train_sample
             found = sample_inputs(batches, positions) if batches else None
             if found is not None:
                 inputs[report.source] = (found, np.asarray(positions, dtype=np.int64))
         return reports, inputs, skipped
 
-    def _eval_again(self) -> list[Batch] | None:
-        """The eval set read again (no forward pass) for its suspects' inputs; None unless it yields the samples the
-        eval trajectory averaged over, in the same order (a shuffling or randomly augmented eval set does not)."""
+    def _eval_again(self, digest: str) -> list[Batch] | None:
+        """The eval set read again (no forward pass) for its suspects' inputs; None unless it yields the batches of
+        ``digest``, the samples judged, in the same order (a shuffling or randomly augmented eval set does not)."""
         batches = read_batches(self.eval_dataset, self.config.eval_max_batches)
-        return batches if batches and batches_digest(batches) == self._trajectory_digest else None
+        return batches if batches and batches_digest(batches) == digest else None
 
     def to_dict(self) -> dict[str, Any]:
         """The evaluations as plain data, for ``report.meta["evaluation"]`` (JSON report, HTML chart)."""
