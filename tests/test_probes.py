@@ -109,6 +109,47 @@ def test_the_compiled_step_samples_each_activation(exec_mode):
     assert type(net.relu) is nn.ReLU and not hasattr(net.relu, "_msd_sample")
 
 
+def _reference_sample(values: np.ndarray) -> np.ndarray:
+    """The activation sample as documented: the first SAMPLE_ROWS samples x SAMPLE_COLS units, odd stride, padded."""
+    flat = values.reshape(values.shape[0], -1) if values.ndim >= 2 else values.reshape(1, -1)
+    units = flat.shape[1]
+    stride = units // SAMPLE_COLS if units >= SAMPLE_COLS else 1
+    stride = stride - 1 if stride > 2 and stride % 2 == 0 else stride
+    return _padded(flat[:SAMPLE_ROWS, 0:stride * SAMPLE_COLS:stride])
+
+
+class _Sampled(nn.Cell):
+    def construct(self, x):
+        return instrument._output_sample(x)  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("shape", [(32, 128), (20, 3, 16, 16), (4, 3, 10, 10), (64, 1000), (2, 70000), (5,), ()])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_the_sample_is_the_documented_grid_for_every_shape(exec_mode, shape, dtype):
+    values = np.random.default_rng(0).uniform(0, 1, shape).astype(dtype)
+    sample = _Sampled()(ms.Tensor(values)).asnumpy()
+    assert sample.shape == (SAMPLE_ROWS, SAMPLE_COLS) and sample.dtype == np.float32
+    np.testing.assert_array_equal(sample, _reference_sample(values.astype(np.float32)))
+
+
+def test_a_dynamic_shape_step_is_sampled_too():
+    """``set_inputs`` with a None dimension: positions cannot be fixed when the graph compiles; the slice still
+    samples (a batch of 8 fills 8 rows), and training runs."""
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = nn.SequentialCell(nn.Dense(64, 32), nn.ReLU(), nn.Dense(32, 10))
+    cell = _train_cell(net)
+    cell.set_inputs(ms.Tensor(shape=[None, 64], dtype=ms.float32), ms.Tensor(shape=[None], dtype=ms.int32))
+    instrumentation = Instrumentation(net, cell.optimizer)
+    rng = np.random.default_rng(0)
+    for batch in (32, 8):
+        instrumentation.set_probing(True)
+        cell(ms.Tensor(rng.standard_normal((batch, 64)).astype(np.float32)),
+             ms.Tensor(rng.integers(0, 10, batch).astype(np.int32)))
+    sample = net[1]._msd_sample.asnumpy()  # pylint: disable=protected-access
+    assert np.all(sample[8:] == SAMPLE_PAD) and np.all(sample[:8, :32] >= 0) and np.all(sample[:8, 32:] == SAMPLE_PAD)
+    instrumentation.restore()
+
+
 def test_pynative_samples_only_on_probe_steps():
     ms.set_context(mode=ms.PYNATIVE_MODE)
     net = ConvReluDense()

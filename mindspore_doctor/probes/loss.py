@@ -44,9 +44,16 @@ def split_outputs(outputs: Any) -> tuple[Any, Any, Any]:
 
 def host_scalar(value: Any) -> float:
     """The value as a Python float; the mean of a tensor of several (a loss the step did not reduce)."""
+    if isinstance(value, Tensor) and value.size == 1:
+        # Every reduced loss: ``item()`` is exact (float32 -> float) and ~2 us, ``asnumpy()`` ~20-30 us a step.
+        return float(value.item())
     array = np.asarray(value.asnumpy() if hasattr(value, "asnumpy") else value)
-    # One element (every reduced loss): float() of it is exact, as the float64 mean is, and ~20 us cheaper per step.
     return float(array.reshape(-1)[0]) if array.size == 1 else float(np.asarray(array, dtype=np.float64).mean())
+
+
+def _any(flag: Any) -> bool:
+    """A loss-scale cell's overflow flag (one bool, or several) on the host."""
+    return bool(flag.item()) if flag.size == 1 else bool(np.asarray(flag.asnumpy()).any())
 
 
 class StepLossReader:
@@ -57,7 +64,7 @@ class StepLossReader:
     def record(self, outputs: Any) -> list[LossRead]:
         loss, overflow, scale = split_outputs(outputs)
         return [LossRead(loss=None if loss is None else host_scalar(loss),
-                         overflow=None if overflow is None else bool(np.asarray(overflow.asnumpy()).any()),
+                         overflow=None if overflow is None else _any(overflow),
                          loss_scale=None if scale is None else host_scalar(scale))]
 
     def read(self) -> list[LossRead]:

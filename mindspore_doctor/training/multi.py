@@ -100,7 +100,7 @@ def _output_probe(self, *args, **kwargs):
 
 
 class _GeneratorOutput:
-    """A sample of the generator's output on every call (one slice and one copy), as the activation probes take
+    """A sample of the generator's output on every call (one gather and one copy), as the activation probes take
     theirs, so the host sees what the generator hands the discriminator; ``restore()`` puts the class back."""
 
     def __init__(self, generator: Any) -> None:

@@ -117,6 +117,9 @@ class DoctorSession:
 
     def _emit(self, findings: Iterable[Finding], count: bool = True) -> None:
         """Log a finding once when first seen; afterwards only count it."""
+        findings = list(findings)
+        if not findings:  # every step hands its (usually empty) findings here: no index of the report then
+            return
         known = {f.key: f for f in self.report.findings}
         for finding in findings:
             if not self._wanted(finding.code):
