@@ -185,6 +185,15 @@ def _decay_probe_every_step(self, gradients):
                                       self._msd_decay_calls + 1))
 
 
+def _unit_stride(units):
+    """The stride over a sample's units: SAMPLE_COLS evenly spaced, odd (an even stride over C*H*W would sample the
+    same few image columns)."""
+    stride = units // SAMPLE_COLS if units >= SAMPLE_COLS else 1
+    if stride > 2 and stride % 2 == 0:
+        stride = stride - 1
+    return stride
+
+
 @constexpr
 def _sample_positions(shape: tuple, dtype: Any) -> tuple[Tensor, Tensor | None, Tensor | None] | None:
     """Where ``_output_sample`` reads in an output of ``shape``, flattened: a (SAMPLE_ROWS, SAMPLE_COLS) grid of
@@ -194,14 +203,12 @@ def _sample_positions(shape: tuple, dtype: Any) -> tuple[Tensor, Tensor | None, 
     is dynamic (``set_inputs`` with None): not known when the graph compiles.
 
     The positions: the first SAMPLE_ROWS samples (axis 0; a 0-/1-d output is one sample) x SAMPLE_COLS of their
-    units, evenly strided with an odd stride (an even stride over C*H*W would sample the same few image columns)."""
+    units, at ``_unit_stride``."""
     if any(not isinstance(n, int) or n < 0 for n in shape):
         return None
     rows = int(shape[0]) if len(shape) >= 2 else 1
     units = int(np.prod(shape[1:] if len(shape) >= 2 else shape, dtype=np.int64))
-    stride = units // SAMPLE_COLS if units >= SAMPLE_COLS else 1
-    if stride > 2 and stride % 2 == 0:
-        stride -= 1
+    stride = _unit_stride(units)
     taken_rows, taken_units = min(rows, SAMPLE_ROWS), min(units, SAMPLE_COLS)
     index_type = np.int32 if rows * units < 2**31 else np.int64
     positions = (np.arange(taken_rows, dtype=index_type)[:, None] * units
@@ -235,9 +242,7 @@ def _sliced_sample(a):
     """``_output_sample`` of an output whose shape is known only when it runs: a slice, padded."""
     flat = a.reshape(a.shape[0], -1) if a.ndim >= 2 else a.reshape(1, -1)
     rows, units = flat.shape
-    stride = units // SAMPLE_COLS if units >= SAMPLE_COLS else 1
-    if stride > 2 and stride % 2 == 0:
-        stride = stride - 1
+    stride = _unit_stride(units)
     sample = flat[:SAMPLE_ROWS, 0:stride * SAMPLE_COLS:stride]
     if rows < SAMPLE_ROWS or units < SAMPLE_COLS:
         sample = ops.pad(sample, (0, SAMPLE_COLS - sample.shape[1], 0, SAMPLE_ROWS - sample.shape[0]),
