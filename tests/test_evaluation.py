@@ -177,6 +177,22 @@ def test_probe_restores_each_cells_mode_exactly(exec_mode):
     assert all(np.array_equal(a, p.asnumpy()) for a, p in zip(moving, net.untrainable_params()))
 
 
+def test_a_pass_that_raises_leaves_the_graph_mode_and_every_cell_as_they_were():
+    """The passes run eagerly (no graph compiled and kept for the run): whatever happens, the caller's GRAPH_MODE
+    comes back, and so do the cells' modes."""
+    class Failing(Net):
+        def construct(self, x):
+            raise ValueError("the user's network failed")
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = Failing()
+    net.set_train(True)
+    with pytest.raises(ValueError, match="network failed"):
+        Probe(net).measure(read_batches(_data(32), 1))
+    assert ms.get_context("mode") == ms.GRAPH_MODE
+    assert all(cell.training for _, cell in net.cells_and_names())
+
+
 def test_mode_snapshot_is_a_context_manager():
     net = Net()
     net.set_train(True)

@@ -1,10 +1,11 @@
 """Evaluation probes: eval loss/metrics, the trivial baseline, and train- vs eval-mode outputs.
 
-Do no harm: every forward pass runs the network in a wrapper cell of its own
-(in GRAPH_MODE a separate graph, whose Dropout keeps its own random stream:
-verified, training after an evaluation is bitwise identical), every cell's
-train/eval flag is restored exactly afterwards, and the train-mode forward of
-the mode-switch probe restores the BatchNorm moving statistics it updates.
+Do no harm: every forward pass runs eagerly (``forward.eager()``: PYNATIVE_MODE
+for the pass, no compiled graph kept for the rest of the run; the eager kernels'
+Dropout keeps its own random stream: verified, training after an evaluation is
+bitwise identical), every cell's attributes are restored exactly afterwards, and
+the train-mode forward of the mode-switch probe restores the BatchNorm moving
+statistics it updates.
 Datasets are read through their own bounded iterator.
 
 Wiring in the Doctor (``Doctor(eval_dataset=..., eval_every=1)``)::
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from contextlib import closing
+from contextlib import ExitStack, closing
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from typing import Any, Iterator, Sequence
@@ -28,22 +29,11 @@ from mindspore import Tensor, nn
 from mindspore_doctor.cells import loss_family
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.forward import BufferSnapshot, ModeSnapshot
+from mindspore_doctor.forward import BufferSnapshot, CellStateSnapshot, eager
 from mindspore_doctor.signals import EvalRecord, Metric
 
 Batch = tuple[np.ndarray, ...]
 _MODE_DEPENDENT = ("BatchNorm", "Dropout")
-
-
-class _Forward(nn.Cell):
-    """The network called from a graph of its own (so it never re-compiles or re-seeds the training graph)."""
-
-    def __init__(self, network: nn.Cell) -> None:
-        super().__init__(auto_prefix=False)
-        self.network = network
-
-    def construct(self, *inputs):
-        return self.network(*inputs)
 
 
 def _numpy_batches(dataset: Any) -> Iterator[Batch]:
@@ -340,27 +330,35 @@ class Measured:
 
 
 class Probe:
-    """Forward passes of one network in eval mode, in graphs of their own, with the mode restored."""
+    """Forward passes of one network, run ``eager()``, with every cell's state and the BatchNorm statistics restored."""
 
     def __init__(self, network: nn.Cell, loss_fn: Any = None) -> None:
         self.network = network
         self.loss_fn = loss_fn
-        self._forward = _Forward(network)
+
+    def _unchanged(self) -> ExitStack:
+        """What every pass runs in: eager (no compiled graph kept, the training graph's Dropout stream untouched),
+        the network's cells and BatchNorm statistics put back when it ends."""
+        stack = ExitStack()
+        stack.enter_context(CellStateSnapshot(self.network))
+        stack.enter_context(BufferSnapshot(self.network))
+        stack.enter_context(eager())
+        return stack
 
     def measure(self, batches: Sequence[Batch], noise: bool = False) -> Measured:
         """Eval-mode outputs and the loss (label = last column) over ``batches``; with ``noise``, also the
         loss's standard error (``loss_se``)."""
         outputs, labels = [], []
-        with ModeSnapshot(self.network), BufferSnapshot(self.network):
-            self._forward.set_train(False)  # the wrapper's phase keys the compiled graph: set it, not only the net's
+        with self._unchanged():
+            self.network.set_train(False)
             for batch in batches:
-                outputs.append(as_numpy(self._forward(*(Tensor(x) for x in batch[:-1]))))
+                outputs.append(as_numpy(self.network(*(Tensor(x) for x in batch[:-1]))))
                 labels.append(batch[-1])
-        measured = Measured(np.concatenate(outputs), np.concatenate(labels), None)
-        if self.loss_fn is not None:
-            losses = [self._loss(out, label) for out, label in zip(outputs, labels)]
-            measured.loss = float(np.mean(losses))
-            measured.loss_se = self._loss_noise(outputs, labels, losses) if noise else None
+            measured = Measured(np.concatenate(outputs), np.concatenate(labels), None)
+            if self.loss_fn is not None:  # eager too: the noise's groups come in many sizes, a graph for each
+                losses = [self._loss(out, label) for out, label in zip(outputs, labels)]
+                measured.loss = float(np.mean(losses))
+                measured.loss_se = self._loss_noise(outputs, labels, losses) if noise else None
         return measured
 
     def _loss(self, outputs: np.ndarray, labels: np.ndarray) -> float:
@@ -399,11 +397,11 @@ class Probe:
         cells = [path for path, cell in self.network.cells_and_names()
                  if path and any(k in type(cell).__name__ for k in _MODE_DEPENDENT)]
         inputs = [Tensor(x) for x in batch[:-1]]
-        with ModeSnapshot(self.network), BufferSnapshot(self.network):
-            self._forward.set_train(True)
-            trained = as_numpy(self._forward(*inputs))
-            self._forward.set_train(False)
-            evaluated = as_numpy(self._forward(*inputs))
+        with self._unchanged():
+            self.network.set_train(True)
+            trained = as_numpy(self.network(*inputs))
+            self.network.set_train(False)
+            evaluated = as_numpy(self.network(*inputs))
         # relative to the smaller of the two: a mode whose outputs blow up (stale BatchNorm statistics) counts fully
         smaller = min(np.linalg.norm(trained), np.linalg.norm(evaluated))
         change = float(np.linalg.norm(trained - evaluated) / (smaller + 1e-12))
