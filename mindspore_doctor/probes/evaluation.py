@@ -1,11 +1,14 @@
 """Evaluation probes: eval loss/metrics, the trivial baseline, and train- vs eval-mode outputs.
 
 Do no harm: every forward pass runs eagerly (``forward.eager()``: PYNATIVE_MODE
-for the pass, no compiled graph kept for the rest of the run; the eager kernels'
-Dropout keeps its own random stream: verified, training after an evaluation is
-bitwise identical), every cell's attributes are restored exactly afterwards, and
-the train-mode forward of the mode-switch probe restores the BatchNorm moving
-statistics it updates.
+for the pass, no compiled graph kept for the rest of the run; the eager kernels
+are instances of their own, so a Dropout's random stream in the training graph is
+not the one they draw from), every cell's attributes are restored exactly
+afterwards, and the train-mode forward of the mode-switch probe restores the
+BatchNorm moving statistics it updates: with BatchNorm, training after
+evaluations is bitwise identical (tests/test_evaluation.py). With Dropout it
+cannot be checked on CPU: MindSpore 2.10's CPU Dropout differs between fresh
+runs without the Doctor too.
 Datasets are read through their own bounded iterator.
 
 Wiring in the Doctor (``Doctor(eval_dataset=..., eval_every=1)``)::
@@ -337,8 +340,8 @@ class Probe:
         self.loss_fn = loss_fn
 
     def _unchanged(self) -> ExitStack:
-        """What every pass runs in: eager (no compiled graph kept, the training graph's Dropout stream untouched),
-        the network's cells and BatchNorm statistics put back when it ends."""
+        """What every pass runs in: eager (no compiled graph kept for the run), the network's cells and BatchNorm
+        statistics put back when it ends."""
         stack = ExitStack()
         stack.enter_context(CellStateSnapshot(self.network))
         stack.enter_context(BufferSnapshot(self.network))
