@@ -103,9 +103,16 @@ def eager() -> Iterator[None]:
             ms.set_context(mode=mode)
 
 
-def forward_in_eval_mode(network: Any, *inputs: Any) -> Any:
-    """One forward pass in eval mode (no BatchNorm statistics update, no dropout), no state left behind, run
-    ``eager()``."""
+@contextmanager
+def traceless(network: Any) -> Iterator[None]:
+    """Forward passes of ``network`` that leave no trace: run ``eager()``, every cell attribute and the BatchNorm
+    statistics put back when the block ends."""
     with CellStateSnapshot(network), BufferSnapshot(network), eager():
+        yield
+
+
+def forward_in_eval_mode(network: Any, *inputs: Any) -> Any:
+    """One forward pass in eval mode (no BatchNorm statistics update, no dropout), ``traceless``."""
+    with traceless(network):
         network.set_train(False)
         return network(*inputs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from contextlib import ExitStack, closing
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from typing import Any, Iterator, Sequence
@@ -32,7 +32,7 @@ from mindspore import Tensor, nn
 from mindspore_doctor.cells import loss_family
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.forward import BufferSnapshot, CellStateSnapshot, eager
+from mindspore_doctor.forward import traceless
 from mindspore_doctor.signals import EvalRecord, Metric
 
 Batch = tuple[np.ndarray, ...]
@@ -333,26 +333,18 @@ class Measured:
 
 
 class Probe:
-    """Forward passes of one network, run ``eager()``, with every cell's state and the BatchNorm statistics restored."""
+    """Forward passes of one network, ``forward.traceless``: eager, every cell's state and the BatchNorm statistics
+    restored."""
 
     def __init__(self, network: nn.Cell, loss_fn: Any = None) -> None:
         self.network = network
         self.loss_fn = loss_fn
 
-    def _unchanged(self) -> ExitStack:
-        """What every pass runs in: eager (no compiled graph kept for the run), the network's cells and BatchNorm
-        statistics put back when it ends."""
-        stack = ExitStack()
-        stack.enter_context(CellStateSnapshot(self.network))
-        stack.enter_context(BufferSnapshot(self.network))
-        stack.enter_context(eager())
-        return stack
-
     def measure(self, batches: Sequence[Batch], noise: bool = False) -> Measured:
         """Eval-mode outputs and the loss (label = last column) over ``batches``; with ``noise``, also the
         loss's standard error (``loss_se``)."""
         outputs, labels = [], []
-        with self._unchanged():
+        with traceless(self.network):
             self.network.set_train(False)
             for batch in batches:
                 outputs.append(as_numpy(self.network(*(Tensor(x) for x in batch[:-1]))))
@@ -400,7 +392,7 @@ class Probe:
         cells = [path for path, cell in self.network.cells_and_names()
                  if path and any(k in type(cell).__name__ for k in _MODE_DEPENDENT)]
         inputs = [Tensor(x) for x in batch[:-1]]
-        with self._unchanged():
+        with traceless(self.network):
             self.network.set_train(True)
             trained = as_numpy(self.network(*inputs))
             self.network.set_train(False)
