@@ -193,6 +193,63 @@ def test_a_pass_that_raises_leaves_the_graph_mode_and_every_cell_as_they_were():
     assert all(cell.training for _, cell in net.cells_and_names())
 
 
+class _ScaledLoss(nn.Cell):
+    """A loss with a Parameter and a child loss of its own: both must come back as they were."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = ms.Parameter(ms.Tensor(np.full(1, 2.0, np.float32)), name="scale")
+        self.ce = nn.CrossEntropyLoss(label_smoothing=0.1)
+
+    def construct(self, logits, labels):
+        return self.ce(logits, labels) * self.scale
+
+
+class _HostLoss(_ScaledLoss):
+    """A loss that only runs eagerly: a graph takes no ``import`` statement."""
+
+    def construct(self, logits, labels):
+        import math  # pylint: disable=import-outside-toplevel - the point of it
+
+        return self.ce(logits, labels) * self.scale * math.sqrt(1.0)
+
+
+def _cell_attributes(cell):
+    return {path: dict(c.__dict__) for path, c in cell.cells_and_names()}
+
+
+def test_the_evaluation_loss_runs_compiled_and_leaves_the_loss_cell_as_it_was():
+    """An eager loss call keeps host memory for good (MindSpore 2.10 CPU): the evaluation's loss is compiled in a
+    GRAPH_MODE run, with the same values; the user's loss cell keeps its attributes and parameter names."""
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net, loss = Net(), _ScaledLoss()
+    batches = read_batches(_data(64), 2)
+    names, before = [p.name for p in loss.get_parameters()], _cell_attributes(loss)
+    compiled = Probe(net, loss, compile_loss=True)
+    measured = [compiled.measure(batches, noise=True) for _ in range(2)]
+    eager = Probe(net, loss).measure(batches, noise=True)
+    assert type(compiled._loss_call).__name__ == "_CompiledLoss"  # pylint: disable=protected-access
+    for m in measured:
+        assert m.loss == pytest.approx(eager.loss, rel=1e-6) and m.loss_se == pytest.approx(eager.loss_se, rel=1e-5)
+    after = _cell_attributes(loss)
+    assert after.keys() == before.keys()
+    assert all(after[path].keys() == before[path].keys() for path in before)
+    assert all(after[path][k] is before[path][k] for path in before for k in before[path])
+    assert [p.name for p in loss.get_parameters()] == names
+    compiled.release()
+    assert compiled._loss_call is None  # pylint: disable=protected-access
+
+
+def test_a_loss_that_does_not_compile_is_called_eagerly(exec_mode):
+    loss = _HostLoss()
+    batches = read_batches(_data(64), 2)
+    probe = Probe(Net(), loss, compile_loss=True)
+    measured = probe.measure(batches, noise=True)
+    assert probe._loss_call is loss  # pylint: disable=protected-access
+    assert measured.loss == pytest.approx(Probe(probe.network, _ScaledLoss()).measure(batches).loss, rel=1e-6)
+    assert ms.get_context("mode") == exec_mode
+
+
 def test_mode_snapshot_is_a_context_manager():
     net = Net()
     net.set_train(True)

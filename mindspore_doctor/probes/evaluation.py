@@ -9,6 +9,8 @@ BatchNorm moving statistics it updates: with BatchNorm, training after
 evaluations is bitwise identical (tests/test_evaluation.py). With Dropout it
 cannot be checked on CPU: MindSpore 2.10's CPU Dropout differs between fresh
 runs without the Doctor too.
+The loss on those outputs runs compiled in a GRAPH_MODE run (``_CompiledLoss``):
+an eager loss call keeps host memory for good, a compiled one does not.
 Datasets are read through their own bounded iterator.
 
 Wiring in the Doctor (``Doctor(eval_dataset=..., eval_every=1)``)::
@@ -21,18 +23,19 @@ from __future__ import annotations
 
 import hashlib
 import re
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import asdict, dataclass, field
 from itertools import islice
 from typing import Any, Iterator, Sequence
 
+import mindspore as ms
 import numpy as np
 from mindspore import Tensor, nn
 
 from mindspore_doctor.cells import loss_family
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.forward import traceless
+from mindspore_doctor.forward import CellStateSnapshot, eager, traceless
 from mindspore_doctor.signals import EvalRecord, Metric
 
 Batch = tuple[np.ndarray, ...]
@@ -332,13 +335,35 @@ class Measured:
     """Standard error of ``loss`` over the samples (``measure(noise=True)``); None when not estimated."""
 
 
+class _CompiledLoss(nn.Cell):
+    """The user's loss as the root of a graph of its own: compiled once per input shape, then run with no host
+    memory kept per call. An eager call keeps some for good (MindSpore 2.10 CPU: a cross-entropy ~14 KB a call, an
+    evaluation makes tens of calls: 0.8 MB on a 36-sample eval set; docs/doctor.md). The loss cell's own attributes
+    are put back after each measurement (``Probe.measure``); no prefix is added to its parameters' names."""
+
+    def __init__(self, loss_fn: Any) -> None:
+        super().__init__(auto_prefix=False)
+        self.loss_fn = loss_fn
+
+    def construct(self, outputs, labels):
+        return self.loss_fn(outputs, labels)
+
+
 class Probe:
     """Forward passes of one network, ``forward.traceless``: eager, every cell's state and the BatchNorm statistics
-    restored."""
+    restored. ``compile_loss``: a probe measured again and again (every evaluation of a run) computes the loss on
+    their outputs compiled in a GRAPH_MODE run (``_CompiledLoss``); otherwise eagerly, as in PyNative."""
 
-    def __init__(self, network: nn.Cell, loss_fn: Any = None) -> None:
+    def __init__(self, network: nn.Cell, loss_fn: Any = None, compile_loss: bool = False) -> None:
         self.network = network
         self.loss_fn = loss_fn
+        self._compile_loss = compile_loss
+        self._loss_call: Any = None
+        """What ``_loss`` calls: ``loss_fn``, or its ``_CompiledLoss``; made at the first call, in that call's mode."""
+
+    def release(self) -> None:
+        """Drop the compiled loss (its graphs with it): the run is over."""
+        self._loss_call = None
 
     def measure(self, batches: Sequence[Batch], noise: bool = False) -> Measured:
         """Eval-mode outputs and the loss (label = last column) over ``batches``; with ``noise``, also the
@@ -349,15 +374,26 @@ class Probe:
             for batch in batches:
                 outputs.append(as_numpy(self.network(*(Tensor(x) for x in batch[:-1]))))
                 labels.append(batch[-1])
-            measured = Measured(np.concatenate(outputs), np.concatenate(labels), None)
-            if self.loss_fn is not None:  # eager too: the noise's groups come in many sizes, a graph for each
+        measured = Measured(np.concatenate(outputs), np.concatenate(labels), None)
+        if self.loss_fn is not None:
+            with CellStateSnapshot(self.loss_fn) if isinstance(self.loss_fn, nn.Cell) else nullcontext():
                 losses = [self._loss(out, label) for out, label in zip(outputs, labels)]
                 measured.loss = float(np.mean(losses))
                 measured.loss_se = self._loss_noise(outputs, labels, losses) if noise else None
         return measured
 
     def _loss(self, outputs: np.ndarray, labels: np.ndarray) -> float:
-        return float(as_numpy(self.loss_fn(Tensor(outputs.astype(np.float32)), Tensor(labels))).mean())
+        if self._loss_call is None:  # a PyNative run's loss stays eager: a first compile would start graph mode's runtime
+            self._loss_call = (_CompiledLoss(self.loss_fn) if self._compile_loss and isinstance(self.loss_fn, nn.Cell)
+                               and ms.get_context("mode") == ms.GRAPH_MODE else self.loss_fn)
+        inputs = (Tensor(outputs.astype(np.float32)), Tensor(labels))
+        if self._loss_call is not self.loss_fn:
+            try:
+                return float(as_numpy(self._loss_call(*inputs)).mean())
+            except Exception:  # noqa: BLE001 - a loss that does not compile on its own: eager from now on
+                self._loss_call = self.loss_fn
+        with eager():
+            return float(as_numpy(self.loss_fn(*inputs)).mean())
 
     def _loss_noise(self, outputs: Sequence[np.ndarray], labels: Sequence[np.ndarray],
                     batch_losses: Sequence[float]) -> float | None:
@@ -454,6 +490,11 @@ class Evaluator:
     _trajectory_sha1: list[str] | None = None
     _probe: Probe | None = None
 
+    def release(self) -> None:
+        """The run is over: drop what only later evaluations would reuse (the compiled loss)."""
+        if self._probe is not None:
+            self._probe.release()
+
     def run(self, network: nn.Cell, loss_fn: Any, epoch: int, train_loss: float | None = None,
             train_dataset: Any = None) -> EvalRecord:
         """Evaluate after ``epoch``; with ``train_dataset``, also measure the train loss/metric in eval mode.
@@ -463,7 +504,7 @@ class Evaluator:
         An empty eval dataset raises ``CheckSkipped`` (the Doctor reports MSD002 and stops evaluating).
         """
         if self._probe is None or self._probe.network is not network:
-            self._probe = Probe(network, loss_fn)
+            self._probe = Probe(network, loss_fn, compile_loss=True)
         limit = self.config.eval_max_batches
         eval_batches = read_batches(self.eval_dataset, limit)
         if not eval_batches:

@@ -471,6 +471,8 @@ class DoctorSession:
             if error is None:
                 self._guard("merge-ranks", (), self._merge_ranks)  # last: a collective every rank enters
         finally:
+            if self._evaluator is not None:
+                self._evaluator.release()
             self._sigterm.release()
 
     def _judge_run(self, args: Any, finished: bool) -> None:
