@@ -250,6 +250,23 @@ def test_a_loss_that_does_not_compile_is_called_eagerly(exec_mode):
     assert ms.get_context("mode") == exec_mode
 
 
+class _WholeBatchLoss(_ScaledLoss):
+    """A loss that needs a whole batch of 32, compiled or eager."""
+
+    def construct(self, logits, labels):
+        return self.ce(logits.reshape(32, 2), labels.reshape(32)) * self.scale
+
+
+def test_a_loss_that_fails_on_part_of_a_batch_stays_compiled():
+    """The noise's groups are smaller than a batch: a loss that needs its whole batch fails on them eagerly too, so
+    the noise is unknown and the loss stays compiled."""
+    ms.set_context(mode=ms.GRAPH_MODE)
+    probe = Probe(Net(), _WholeBatchLoss(), compile_loss=True)
+    measured = probe.measure(read_batches(_data(64, batch=32), 2), noise=True)
+    assert measured.loss is not None and measured.loss_se is None
+    assert type(probe._loss_call).__name__ == "_CompiledLoss"  # pylint: disable=protected-access
+
+
 def test_mode_snapshot_is_a_context_manager():
     net = Net()
     net.set_train(True)
