@@ -166,6 +166,28 @@ def test_pynative_samples_only_on_probe_steps():
     instrumentation.restore()
 
 
+def test_the_doctors_own_forward_passes_take_no_activation_sample(exec_mode):
+    """Evaluation and data-check passes run eagerly: a sample there is an eager gather and copy per activation cell
+    (most of a ShuffleNetV2's evaluation time), and the probe steps never read it."""
+    from mindspore_doctor.forward import forward_in_eval_mode, traceless
+
+    net = ConvReluDense()
+    cell = _train_cell(net)
+    instrumentation = Instrumentation(net, cell.optimizer)
+    x, label = ms.Tensor(np.ones((4, 3, 16, 16), np.float32)), ms.Tensor(np.zeros(4, np.int32))
+    instrumentation.set_probing(True)
+    cell(x, label)
+    taken = net.relu._msd_sample.asnumpy().copy()  # pylint: disable=protected-access
+    forward_in_eval_mode(net, ms.Tensor(np.full((4, 3, 16, 16), 7.0, np.float32)))
+    with traceless(net):
+        net(ms.Tensor(np.full((4, 3, 16, 16), -3.0, np.float32)))
+    np.testing.assert_array_equal(net.relu._msd_sample.asnumpy(), taken)  # pylint: disable=protected-access
+    assert net.relu._msd_sampling is True  # put back: the probe step samples  # pylint: disable=protected-access
+    cell(ms.Tensor(np.full((4, 3, 16, 16), 2.0, np.float32)), label)  # the step itself samples as before
+    assert not np.array_equal(net.relu._msd_sample.asnumpy(), taken)  # pylint: disable=protected-access
+    instrumentation.restore()
+
+
 def test_the_doctor_adds_no_second_compiled_graph():
     """Probe steps run the same compiled step as the others: a second graph cost more memory than the budget."""
     def compiled_graphs(doctor):

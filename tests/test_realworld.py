@@ -58,6 +58,7 @@ def _row(name, lint=(), doctor=(), effect=True, weights=True, trained=True, reso
               "rss_same_process_mb": {"lint": 500.0, "plain": 600.0, "doctor": 720.0}}
     if trained:  # bench.run_one's fresh-process runs, one per variant
         result["rss_mb"] = {"plain": 550.0, "doctor": 605.0, "plain_vmhwm": 551.0, "doctor_vmhwm": 606.0}
+        result["run_s"] = {"plain": 10.0, "doctor": 13.0}
     if trained:
         result.update(effect={"ok": effect, "reason": ""}, plain={"steps": 200},
                       doctor={"weights_identical": weights}, paired={"median_ratio": 1.2, "mean_ratio": 1.3})
@@ -79,6 +80,7 @@ def test_scorer_counts_alarms_by_source_and_ignores_info_and_resolved_findings()
     assert (totals["trained"], totals["linted_only"]) == (3, 1)
     assert totals["median_step_ratio"] == 1.2 and totals["median_rss_ratio"] == pytest.approx(1.1)
     assert totals["median_rss_same_process_ratio"] == pytest.approx(1.2) and totals["rss_not_measured"] == []
+    assert totals["median_run_ratio"] == pytest.approx(1.3) and scored["rows"][3]["run_ratio"] is None
 
 
 def test_model_zoo_summary_lists_failures_and_each_alarm_once_with_its_recipes(tmp_path):

@@ -55,12 +55,14 @@ def _runner(arguments: list[str], workdir: Path, log: Path, mode: str, timeout_s
 
 
 def _fresh_rss(name: str, workdir: Path, log: Path, timeout_s: float,
-               doctor_path: Path | None) -> tuple[dict[str, float], dict[str, Any]]:
+               doctor_path: Path | None) -> tuple[dict[str, float], dict[str, float], dict[str, Any]]:
     """Peak RSS of the program trained once plain and once under ``Doctor()``, each in its own fresh process (one
-    after the other): ``({"plain": MB, "doctor": MB, "plain_vmhwm": MB, "doctor_vmhwm": MB}, {variant: why it has
-    no figure})``. ``ru_maxrss`` and VmHWM are per process, so programs run in parallel (``--jobs``) do not add to
-    them."""
+    after the other): ``({"plain": MB, "doctor": MB, "plain_vmhwm": MB, "doctor_vmhwm": MB}, {"plain": s, "doctor":
+    s}, {variant: why it has no figure})``, the seconds being each process's whole training call (the Doctor's
+    checks before the first step, its evaluations and its end-of-run analysis included). ``ru_maxrss`` and VmHWM
+    are per process, so programs run in parallel (``--jobs``) do not add to them; the seconds do."""
     rss: dict[str, float] = {}
+    run_s: dict[str, float] = {}
     failed: dict[str, Any] = {}
     for variant in ("plain", "doctor"):
         out = workdir / f"{name}.rss-{variant}.json"
@@ -72,9 +74,10 @@ def _fresh_rss(name: str, workdir: Path, log: Path, timeout_s: float,
             failed[variant] = measured["crashed"]
             continue
         rss[variant] = measured["rss_mb"]
+        run_s[variant] = measured["timing"]["wall_s"]
         if measured.get("vmhwm_mb"):
             rss[f"{variant}_vmhwm"] = measured["vmhwm_mb"]
-    return rss, failed
+    return rss, run_s, failed
 
 
 def run_one(name: str, workdir: Path, timeout_s: float, paired_steps: int, doctor_path: Path | None) -> dict[str, Any]:
@@ -90,7 +93,7 @@ def run_one(name: str, workdir: Path, timeout_s: float, paired_steps: int, docto
         result = {"name": name, "failed": f"runner exit {rc}",
                   "log_tail": log.read_text(errors="replace").splitlines()[-15:]}
     if result.get("trained") and "failed" not in result:
-        result["rss_mb"], failed = _fresh_rss(name, workdir, log, timeout_s, doctor_path)
+        result["rss_mb"], result["run_s"], failed = _fresh_rss(name, workdir, log, timeout_s, doctor_path)
         if failed:
             result["rss_failed"] = failed
     result["process_s"] = time.perf_counter() - started
@@ -104,6 +107,11 @@ def _ratio(result: dict[str, Any], phase: str, key: str = "rss_mb") -> float | N
     """Peak RSS of ``phase`` over the plain run's: ``rss_mb`` (fresh processes) or ``rss_same_process_mb``."""
     rss = result.get(key, {})
     return rss[phase] / rss["plain"] if rss.get(phase) and rss.get("plain") else None
+
+
+def _run_ratio(result: dict[str, Any]) -> float | None:
+    """The Doctor's whole training call over the plain one's, fresh processes (``_fresh_rss``)."""
+    return _ratio(result, "doctor", "run_s")
 
 
 def score(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -138,6 +146,7 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
             "paired_failed": paired.get("failed"), "rss_ratio": _ratio(r, "doctor"),
             "rss_same_process_ratio": _ratio(r, "doctor", "rss_same_process_mb"),
             "rss_mb": r.get("rss_mb", {}), "rss_failed": r.get("rss_failed"),
+            "run_ratio": _run_ratio(r), "run_s": r.get("run_s", {}),
             "internal_errors": [f["message"] for f in r["findings"] if f["code"] == "MSD001"],
             "process_s": r["process_s"],
         })
@@ -146,6 +155,7 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
     ratios = [row["step_ratio"] for row in trained if row["step_ratio"]]
     rss = [row["rss_ratio"] for row in trained if row["rss_ratio"]]
     rss_same = [row["rss_same_process_ratio"] for row in trained if row["rss_same_process_ratio"]]
+    runs = [row["run_ratio"] for row in trained if row["run_ratio"]]
     return {"rows": rows, "totals": {
         "programs": len(rows), "trained": len(trained), "linted_only": len(valid) - len(trained),
         "architectures": len({row["arch"] for row in valid}),
@@ -165,6 +175,8 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
         "rss_not_measured": [row["name"] for row in trained if not row["rss_ratio"]],
         "median_rss_same_process_ratio": statistics.median(rss_same) if rss_same else None,
         "max_rss_same_process_ratio": max(rss_same) if rss_same else None,
+        "median_run_ratio": statistics.median(runs) if runs else None,
+        "max_run_ratio": max(runs) if runs else None,
     }}
 
 
@@ -205,6 +217,8 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
         f"(not reproducible without it: {len(t['weights_not_reproducible'])}) | 0 |",
         f"| Doctor / plain step time, paired, median (max) over trained models | {number(t['median_step_ratio'])} "
         f"({number(t['max_step_ratio'])}) | |",
+        f"| Doctor / plain whole training call (evaluations, checks, report included), median (max), fresh "
+        f"processes | {number(t.get('median_run_ratio'))} ({number(t.get('max_run_ratio'))}) | |",
         f"| Doctor / plain peak RSS, median (max), fresh processes | {number(t['median_rss_ratio'])} "
         f"({number(t['max_rss_ratio'])}) | 1.10 |",
         f"| the same, Doctor run after the plain run in one process (upper bound) | "
@@ -214,17 +228,17 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
     if t["failed_to_run"]:
         lines += [f"Programs that did not produce a result: {', '.join(t['failed_to_run'])}.", ""]
     lines += ["| model | library | covers | steps | lint alarms | training alarms | resolved by the end | effect | "
-              "step ratio | RSS ratio | weights |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "step ratio | run ratio | RSS ratio | weights |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in scored["rows"]:
         if "failed" in row:
-            lines.append(f"| {row['name']} | did not run: {row['failed']} | | | | | | | | | |")
+            lines.append(f"| {row['name']} | did not run: {row['failed']} | | | | | | | | | | |")
             continue
         effect = "-" if row["effect_ok"] is None else "ok" if row["effect_ok"] else "FAILED"
         lines.append(f"| {row['name']}{' ⚡' if row['fast'] else ''} | {row['library'].split(' (')[0]} | "
                      f"{', '.join(row['covers'])} | {row['steps'] or 'lint only'} | {code_list(row['lint_alarms'])} | "
                      f"{code_list(row['doctor_alarms']) if row['trained'] else '-'} | "
                      f"{code_list(row['resolved'])} | {effect} | "
-                     f"{number(row['step_ratio'])} | {number(row['rss_ratio'])} | "
+                     f"{number(row['step_ratio'])} | {number(row.get('run_ratio'))} | {number(row['rss_ratio'])} | "
                      f"{_weights(row['weights_identical']) if row['trained'] else '-'} |")
     alarms = [(row["name"], a) for row in scored["rows"] if "failed" not in row for a in row["alarm_messages"]]
     if alarms:
@@ -233,7 +247,10 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
         lines += ["", "Why each remaining finding is a real problem: `docs/benchmark-notes.md`, \"What remains\"."]
     lines += ["", "⚡ = in the CI subset (`--fast`, `tests/test_realworld.py`). Step ratio: median Doctor step over the",
               "median plain step, both stepped in alternating blocks of 10 in one process (`scripts/bench_overhead.py`'s",
-              "paired timing). RSS ratio: peak RSS (`ru_maxrss`) of a fresh process that trains the model once under",
+              "paired timing). Run ratio: the whole training call (`Model.train` with the Doctor's checks before the",
+              "first step, its evaluations on the eval split at each epoch end and its end-of-run report) in the",
+              "fresh processes below, Doctor over plain; one run each, so good to about 10-20 % on this machine.",
+              "RSS ratio: peak RSS (`ru_maxrss`) of a fresh process that trains the model once under",
               "`Doctor()` over that of a fresh process that trains it once plain, as a user runs one or the other",
               "(`python -m benchmarks.realworld.runner NAME --rss plain|doctor`; VmHWM is kept beside it in the",
               "`--json` output). RSS is per process, so parallel jobs do not inflate it. The upper-bound row measures",
@@ -265,6 +282,9 @@ def print_summary(scored: dict[str, Any]) -> None:
         if row["rss_mb"]:
             print("    peak RSS (MB), fresh processes: " + ", ".join(
                 f"{key} {value:.0f}" for key, value in row["rss_mb"].items()))
+        if row.get("run_s"):
+            print("    whole training call (s), fresh processes: " + ", ".join(
+                f"{key} {value:.1f}" for key, value in row["run_s"].items()) + f" (ratio {number(row['run_ratio'])})")
         if row["rss_failed"]:
             print(f"    RSS NOT MEASURED: {row['rss_failed']}")
         for a in row["alarm_messages"]:
@@ -278,5 +298,6 @@ def print_summary(scored: dict[str, Any]) -> None:
           f"effect failures {len(t['effect_failures'])}, "
           f"crashes {len(t['crashes'])}, MSD001 {len(t['internal_errors'])}, weights changed "
           f"{len(t['weights_changed'])}, median step ratio {number(t['median_step_ratio'])}, "
+          f"median run ratio {number(t.get('median_run_ratio'))} (max {number(t.get('max_run_ratio'))}), "
           f"median RSS ratio {number(t['median_rss_ratio'])} (max {number(t['max_rss_ratio'])}; same process "
           f"{number(t['median_rss_same_process_ratio'])})")
