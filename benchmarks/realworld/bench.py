@@ -249,7 +249,7 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
               "median plain step, both stepped in alternating blocks of 10 in one process (`scripts/bench_overhead.py`'s",
               "paired timing). Run ratio: the whole training call (`Model.train` with the Doctor's checks before the",
               "first step, its evaluations on the eval split at each epoch end and its end-of-run report) in the",
-              "fresh processes below, Doctor over plain; one run each, so good to about 10-20 % on this machine.",
+              "RSS ratio's two fresh processes, Doctor over plain; one run each, so good to ~10-20 % on this machine.",
               "RSS ratio: peak RSS (`ru_maxrss`) of a fresh process that trains the model once under",
               "`Doctor()` over that of a fresh process that trains it once plain, as a user runs one or the other",
               "(`python -m benchmarks.realworld.runner NAME --rss plain|doctor`; VmHWM is kept beside it in the",
