@@ -150,12 +150,17 @@ def test_a_dynamic_shape_step_is_sampled_too():
     instrumentation.restore()
 
 
-def test_pynative_samples_only_on_probe_steps():
-    ms.set_context(mode=ms.PYNATIVE_MODE)
+def _probed_conv_net():
+    """A probed ConvReluDense in its train cell, and a batch of 4."""
     net = ConvReluDense()
     cell = _train_cell(net)
-    instrumentation = Instrumentation(net, cell.optimizer)
     x, label = ms.Tensor(np.ones((4, 3, 16, 16), np.float32)), ms.Tensor(np.zeros(4, np.int32))
+    return net, cell, Instrumentation(net, cell.optimizer), x, label
+
+
+def test_pynative_samples_only_on_probe_steps():
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    net, cell, instrumentation, x, label = _probed_conv_net()
     instrumentation.set_probing(False)
     cell(x, label)
     assert np.all(net.relu._msd_sample.asnumpy() == SAMPLE_PAD)  # pylint: disable=protected-access
@@ -171,10 +176,7 @@ def test_the_doctors_own_forward_passes_take_no_activation_sample(exec_mode):
     (most of a ShuffleNetV2's evaluation time), and the probe steps never read it."""
     from mindspore_doctor.forward import forward_in_eval_mode, traceless
 
-    net = ConvReluDense()
-    cell = _train_cell(net)
-    instrumentation = Instrumentation(net, cell.optimizer)
-    x, label = ms.Tensor(np.ones((4, 3, 16, 16), np.float32)), ms.Tensor(np.zeros(4, np.int32))
+    net, cell, instrumentation, x, label = _probed_conv_net()
     instrumentation.set_probing(True)
     cell(x, label)
     taken = net.relu._msd_sample.asnumpy().copy()  # pylint: disable=protected-access

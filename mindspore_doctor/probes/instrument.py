@@ -42,6 +42,7 @@ from mindspore.ops import composite as C
 from mindspore.ops import constexpr
 from mindspore.ops import functional as F
 
+from mindspore_doctor.forward import SAMPLING_SWITCH
 from mindspore_doctor.library import mindspore_classes
 from mindspore_doctor.probes.swap import CannotProbe, probed_class, swap
 from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationStats, StepSignals
@@ -281,7 +282,7 @@ def _abs_sum_max(values: np.ndarray, scratch: np.ndarray, minus: np.ndarray | No
 def _activation_probe(self, x, *args, **kwargs):
     """The probed activation's ``construct``: the user's, and a sample of its output while sampling."""
     y = self._msd_inner(x, *args, **kwargs)
-    if self._msd_sampling:
+    if self._msd_sampling:  # SAMPLING_SWITCH: compiled, so spelled out
         ops.assign(self._msd_sample, _output_sample(ops.stop_gradient(y)))
     return y
 
@@ -473,7 +474,7 @@ class Instrumentation:
             if not self._swap(path, cell, _activation_probe, lambda c=cell: {
                 "_msd_sample": free_parameter(_EMPTY_SAMPLE.asnumpy()),
                 "_msd_kind": activation_kind(c),
-                "_msd_sampling": self._sample_every_step,
+                SAMPLING_SWITCH: self._sample_every_step,
             }):
                 del self.activations[path]
                 continue
@@ -498,7 +499,7 @@ class Instrumentation:
             ops.assign(self.optimizer._msd_probing, Tensor(probing))  # pylint: disable=protected-access
         if not self._sample_every_step:
             for cell in self.activations.values():
-                cell._msd_sampling = probing  # pylint: disable=protected-access
+                setattr(cell, SAMPLING_SWITCH, probing)
 
     def read_into(self, signals: StepSignals, updates_of: Collection[str] = ()) -> dict[str, np.ndarray]:
         """Fill ``signals`` with the statistics of the last probed step; no parameter statistics when the
