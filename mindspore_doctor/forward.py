@@ -8,7 +8,7 @@ restored, so the user's next step runs exactly the graph it would have run.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator
 
 _STATE_KEYS = ("training", "_phase")
@@ -109,12 +109,13 @@ SAMPLING_SWITCH = "_msd_sampling"
 
 
 @contextmanager
-def traceless(network: Any) -> Iterator[None]:
-    """Forward passes of ``network`` that leave no trace: run ``eager()``, every cell attribute and the BatchNorm
-    statistics put back when the block ends. The Doctor's activation probes do not sample in them: eagerly, each
-    sample is a gather and a copy of its own, and no probe step reads it (a ShuffleNetV2 with 37 activation cells
-    and an eval split, 6 epochs: 113 s under the Doctor with them, 41 s without; 22 s plain)."""
-    with CellStateSnapshot(network), BufferSnapshot(network), eager():
+def traceless(network: Any, run_eagerly: bool = True) -> Iterator[None]:
+    """Forward passes of ``network`` that leave no trace: run ``eager()`` (unless ``run_eagerly=False``: the
+    caller's mode, for a graph of the Doctor's own), every cell attribute and the BatchNorm statistics put back
+    when the block ends. The Doctor's activation probes do not sample in them: eagerly, each sample is a gather and
+    a copy of its own, and no probe step reads it (a ShuffleNetV2 with 37 activation cells and an eval split, 6
+    epochs: 113 s under the Doctor with them, 41 s without; 22 s plain); a graph compiled in the block has none."""
+    with CellStateSnapshot(network), BufferSnapshot(network), eager() if run_eagerly else nullcontext():
         for _, cell in network.cells_and_names():
             if cell.__dict__.get(SAMPLING_SWITCH):
                 cell.__dict__[SAMPLING_SWITCH] = False

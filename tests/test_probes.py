@@ -172,9 +172,11 @@ def test_pynative_samples_only_on_probe_steps():
 
 
 def test_the_doctors_own_forward_passes_take_no_activation_sample(exec_mode):
-    """Evaluation and data-check passes run eagerly: a sample there is an eager gather and copy per activation cell
-    (most of a ShuffleNetV2's evaluation time), and the probe steps never read it."""
+    """The data checks' and the evaluation's passes (eager, or the evaluation's graph of its own) take no sample:
+    eagerly it is a gather and a copy per activation cell (most of a ShuffleNetV2's evaluation time), and no
+    probe step reads it."""
     from mindspore_doctor.forward import forward_in_eval_mode, traceless
+    from mindspore_doctor.probes.evaluation import Probe
 
     net, cell, instrumentation, x, label = _probed_conv_net()
     instrumentation.set_probing(True)
@@ -183,6 +185,9 @@ def test_the_doctors_own_forward_passes_take_no_activation_sample(exec_mode):
     forward_in_eval_mode(net, ms.Tensor(np.full((4, 3, 16, 16), 7.0, np.float32)))
     with traceless(net):
         net(ms.Tensor(np.full((4, 3, 16, 16), -3.0, np.float32)))
+    evaluation = Probe(net, compiled=True)  # in GRAPH_MODE the evaluation's graph of its own, compiled here
+    for value in (5.0, -2.0):
+        evaluation.measure([(np.full((4, 3, 16, 16), value, np.float32), np.zeros(4, np.int32))])
     np.testing.assert_array_equal(net.relu._msd_sample.asnumpy(), taken)  # pylint: disable=protected-access
     assert net.relu._msd_sampling is True  # put back: the probe step samples  # pylint: disable=protected-access
     cell(ms.Tensor(np.full((4, 3, 16, 16), 2.0, np.float32)), label)  # the step itself samples as before
