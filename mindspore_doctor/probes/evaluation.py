@@ -505,6 +505,9 @@ class Evaluator:
     config: DoctorConfig = field(default_factory=DoctorConfig)
     records: list[EvalRecord] = field(default_factory=list)
     mode_change: tuple[float, list[str]] | None = None
+    """MSD405's train- vs eval-mode change: measured at the first run, and again by ``final_mode_switch`` when the
+    run finishes (its train-mode pass is eager: 0.3-0.4 s on ECAPA-TDNN or ShuffleNetV2, and MSD405 is judged
+    once, at the end)."""
     metric_skipped: str = ""
     """Why MSD402/MSD404 cannot be judged (no task fits the outputs and labels); "" when they can."""
     task: Task | None = None
@@ -530,6 +533,8 @@ class Evaluator:
     """``batches_digest`` of the eval batches ``eval_trajectory`` averages over."""
     _trajectory_sha1: list[str] | None = None
     _probe: Probe | None = None
+    _switch_batch: Batch | None = None
+    """The last run's first eval batch: ``final_mode_switch``'s input."""
 
     def release(self) -> None:
         """The run is over: drop what only later evaluations would reuse (the compiled loss)."""
@@ -577,9 +582,16 @@ class Evaluator:
             if trained is not None:
                 record.train_metric = task.metric(trained.outputs, trained.labels)
                 record.train_baseline = task.baseline(shape, trained.labels)
-        self.mode_change = self._probe.mode_switch(eval_batches[0])
+        self._switch_batch = eval_batches[0]
+        if not self.records:
+            self.mode_change = self._probe.mode_switch(eval_batches[0])
         self.records.append(record)
         return record
+
+    def final_mode_switch(self) -> None:
+        """``mode_change`` measured again on the trained network (the run finished), on the last run's first batch."""
+        if self._probe is not None and self._switch_batch is not None:
+            self.mode_change = self._probe.mode_switch(self._switch_batch)
 
     def _train_batches(self, train_dataset: Any, limit: int) -> list[Batch]:
         """The fixed training sample (read at the first run), or fresh batches with ``label_sample_size=0`` or when

@@ -412,6 +412,10 @@ class DoctorSession:
         self.report.meta["evaluation"] = evaluator.to_dict()  # in every report written from now on
         self._outputs.write_evaluation(int(args.cur_step_num), record)
 
+    def _final_mode_switch(self) -> None:
+        self._evaluator.final_mode_switch()
+        self.report.meta["evaluation"] = self._evaluator.to_dict()
+
     def _analyse_labels(self) -> None:
         """Confident learning on the eval set's and the training sample's probabilities (``meta["label_issues"]``,
         MSD311), and the label files of the suspects in ``summary_dir``."""
@@ -488,6 +492,8 @@ class DoctorSession:
         if finished:  # a collective: a rank that raised may be alone in it
             self._emit(self.ranks.on_train_end(args), count=False)
         if self._evaluator is not None:
+            if finished and self._evaluator.records:
+                self._guard("evaluation", _EVALUATION_CODES, self._final_mode_switch)
             self._guard("evaluation", _EVALUATION_CODES, self._judge_evaluations)
             if self._evaluator.records:
                 if finished:  # seconds to minutes (a child process, the eval set read again): not on the way out
