@@ -537,7 +537,7 @@ class Evaluator:
     """The last run's first eval batch: ``final_mode_switch``'s input."""
 
     def release(self) -> None:
-        """The run is over: drop what only later evaluations would reuse (the compiled loss)."""
+        """The run is over: drop what only later evaluations would reuse (the compiled forward pass and loss)."""
         if self._probe is not None:
             self._probe.release()
 
