@@ -5,6 +5,7 @@ import mindspore as ms
 import mindspore.dataset as ds
 import numpy as np
 import pytest
+from unittest.mock import patch
 from mindspore import nn
 from mindspore.train import Callback, Model
 
@@ -275,8 +276,8 @@ def test_the_evaluation_loss_runs_compiled_and_leaves_the_loss_cell_as_it_was():
 
 def test_the_evaluation_compiles_one_eval_graph_and_runs_other_shapes_eagerly():
     """Eager kernels cost ~2 ms of dispatch each (MindSpore 2.10 CPU): the eval-mode passes of the first batch's
-    shapes run compiled, with the eager outputs; a partial last batch runs eagerly instead of compiling a second
-    graph kept for the run; the network's cells keep their attributes."""
+    shapes run compiled, with the eager outputs; a partial last batch does not compile a second graph kept for the
+    run; the network's cells keep their attributes."""
     ms.set_context(mode=ms.GRAPH_MODE)
     net = Net()
     batches = read_batches(_data(72, batch=32), 3)
@@ -410,3 +411,41 @@ def test_shapes_that_fit_no_task_are_skipped_with_the_reason():
         infer_task(np.zeros((32, 5)), np.zeros((32, 3), np.float32))
     with pytest.raises(CheckSkipped, match="do not pair"):
         infer_task(np.zeros((32, 5)), np.zeros((16,), np.int32))
+
+
+def test_a_partial_batch_runs_compiled_padded_to_the_compiled_batch():
+    """The last batch of 8 runs through the graph compiled for 32, its samples repeated (checked against the eager
+    pass once): no eager pass at the later evaluations, and the eager outputs."""
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = Net()
+    batches = read_batches(_data(72, batch=32), 3)
+    probe = Probe(net, compiled=True)
+    probe.measure(batches)
+    assert probe._padded == {(((8, 8), "<f4"),): True}  # pylint: disable=protected-access
+    with patch.object(Probe, "_eager_outputs", side_effect=AssertionError("eager")):
+        measured = probe.measure(batches)
+    np.testing.assert_allclose(measured.outputs, Probe(net).measure(batches).outputs, rtol=1e-5, atol=1e-6)
+    assert len(probe._forward.compile_cache) == 1  # pylint: disable=protected-access
+
+
+class _BatchCentred(nn.Cell):
+    """Mixes the samples of a batch in eval mode too: its outputs depend on the other samples."""
+
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Dense(8, 2)
+
+    def construct(self, x):
+        return self.dense(x - x.sum(axis=0, keepdims=True) / 32)
+
+
+def test_a_network_that_mixes_the_samples_runs_its_partial_batch_eagerly():
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = _BatchCentred()
+    batches = read_batches(_data(72, batch=32), 3)
+    probe = Probe(net, compiled=True)
+    first, second = probe.measure(batches), probe.measure(batches)
+    assert probe._padded == {(((8, 8), "<f4"),): False}  # pylint: disable=protected-access
+    eager = Probe(net).measure(batches)
+    for measured in (first, second):
+        np.testing.assert_allclose(measured.outputs, eager.outputs, rtol=1e-5, atol=1e-6)

@@ -363,11 +363,28 @@ class _CompiledForward(nn.Cell):
         return self.network(*inputs)
 
 
+def _fewer_samples(shapes: tuple, compiled: tuple | None) -> bool:
+    """Inputs that are the compiled inputs but for fewer samples along axis 0, the same in all of them."""
+    if compiled is None or len(shapes) != len(compiled) or not shapes:
+        return False
+    rows = {shape[0] if shape else None for shape, _ in shapes}
+    return (len(rows) == 1 and None not in rows and all(
+        dtype == c_dtype and len(shape) == len(c_shape) and shape[1:] == c_shape[1:] and shape[0] < c_shape[0]
+        for (shape, dtype), (c_shape, c_dtype) in zip(shapes, compiled)))
+
+
+def _same_outputs(got: np.ndarray, expected: np.ndarray) -> bool:
+    """Equal but for float rounding (the compiled and eager kernels differ in it)."""
+    if got.shape != expected.shape or not np.all(np.isfinite(expected)):
+        return False
+    return bool(np.max(np.abs(got - expected), initial=0.0) <= 1e-4 * (np.max(np.abs(expected), initial=0.0) + 1e-6))
+
+
 class Probe:
     """Forward passes of one network, ``forward.traceless``: every cell's state and the BatchNorm statistics
     restored. ``compiled`` (a probe measured again and again: every evaluation of a run), in a GRAPH_MODE run: the
-    eval-mode passes of the first batch's shapes run in a graph of their own (``_CompiledForward``), others
-    eagerly, and the loss on their outputs is compiled too (``_CompiledLoss``); otherwise everything runs eagerly, as
+    eval-mode passes of the first batch's shapes run in a graph of their own (``_CompiledForward``), and so do
+    partial batches of them, padded; others eagerly, and the loss on their outputs is compiled too (``_CompiledLoss``); otherwise everything runs eagerly, as
     in PyNative."""
 
     def __init__(self, network: nn.Cell, loss_fn: Any = None, compiled: bool = False) -> None:
@@ -379,6 +396,9 @@ class Probe:
         self._forward: _CompiledForward | None = _CompiledForward(network) if self._compile else None
         self._forward_shapes: tuple | None = None
         """The input shapes and dtypes ``_forward`` compiled for (None: not compiled yet)."""
+        self._padded: dict[tuple, bool] = {}
+        """Shapes with fewer samples than ``_forward_shapes`` -> whether their pass, padded to those shapes, gives
+        the eager outputs (checked at the first one)."""
 
     def release(self) -> None:
         """Drop the compiled forward pass and loss (their graphs with them): the run is over."""
@@ -386,8 +406,8 @@ class Probe:
 
     def _eval_outputs(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
         """One eval-mode pass (inside ``traceless``, the network set to eval mode): compiled for the shapes of the
-        first batch (a second graph per shape would be kept for the run: a partial last batch, variable lengths),
-        eagerly otherwise or when the network does not compile on its own."""
+        first batch (a second graph per shape would be kept for the run), a partial batch padded to them
+        (``_padded_outputs``); eagerly otherwise (variable lengths) or when the network does not compile on its own."""
         shapes = tuple((x.shape, x.dtype.str) for x in inputs)
         if self._forward is not None and self._forward_shapes in (None, shapes):
             try:
@@ -398,8 +418,34 @@ class Probe:
             else:
                 self._forward_shapes = shapes
                 return outputs
+        if self._forward is not None and self._padded.get(shapes, _fewer_samples(shapes, self._forward_shapes)):
+            return self._padded_outputs(inputs, shapes)
+        return self._eager_outputs(inputs)
+
+    def _eager_outputs(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
         with eager():
             return as_numpy(self.network(*(Tensor(x) for x in inputs)))
+
+    def _padded_outputs(self, inputs: Sequence[np.ndarray], shapes: tuple) -> np.ndarray:
+        """A batch with fewer samples (a partial last batch) through the compiled pass: its samples repeated to the
+        compiled batch size, the outputs of the real ones kept. Checked against the eager pass the first time, per
+        shape: a network that mixes samples (batch statistics in eval mode, axis 0 not the samples) stays eager."""
+        rows, size = len(inputs[0]), self._forward_shapes[0][0][0]
+        repeated = np.arange(size) % rows
+        try:
+            outputs = as_numpy(self._forward(*(Tensor(np.ascontiguousarray(x[repeated])) for x in inputs)))
+        except Exception:  # noqa: BLE001 - this shape runs eagerly
+            outputs = None
+        if outputs is not None and outputs.ndim and len(outputs) == size:
+            outputs = outputs[:rows]
+        else:
+            outputs = None
+        checked = self._padded.get(shapes)
+        if checked and outputs is not None:
+            return outputs
+        expected = self._eager_outputs(inputs)
+        self._padded[shapes] = checked is None and outputs is not None and _same_outputs(outputs, expected)
+        return expected
 
     def measure(self, batches: Sequence[Batch], noise: bool = False) -> Measured:
         """Eval-mode outputs and the loss (label = last column) over ``batches``; with ``noise``, also the
