@@ -9,8 +9,9 @@ How it works (see docs/doctor.md, "How the probes work"):
   calls the real one and, on probe steps only, also reduces each gradient to
   one sum. "Probe step" is a bool ``Parameter`` the host writes in place, read
   by an ``if`` the graph compiles as control flow: the reductions cost nothing
-  on the other steps, the control flow a fixed amount; a small network's
-  reductions cost less than that, and run on every step instead. Every training style hands its gradients to
+  on the other steps, the control flow a fixed amount and host memory; the
+  reductions of a network up to ~1M weights cost less than that, and run on
+  every step instead (``SUMS_EVERY_STEP_ELEMENTS``). Every training style hands its gradients to
   ``optimizer(grads)`` — ``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``,
   a user's own cell, a ``value_and_grad`` step under ``@ms.jit`` or in
   PyNative — so one probe fits them all.
@@ -59,12 +60,15 @@ from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationS
 UPDATE_SAMPLE = 1 << 16
 # An ``if`` on a Parameter inside a compiled step is control flow, whose cost depends on the network (MindSpore 2.10
 # CPU, paired timing, scripts/bench_overhead.py): on a 64-128-64-10 MLP (6 tensors, 17k elements) the Doctor's mean
-# step ratio is 2.0-2.1 with the switch and 1.6 with the sums computed on every step instead; on LeNet (10 tensors,
-# 61k elements) the switch's graph runs 0.89-0.92x the plain step and the every-step sums 1.14-1.18x; on a ResNet
-# (4.9M elements) every-step sums cost +5.8 ms a step against +1.7 ms. Only a network this small (each bound) takes
-# the sums on every step.
-SUMS_EVERY_STEP_ELEMENTS = 1 << 15
-SUMS_EVERY_STEP_TENSORS = 16
+# step ratio is 2.0-2.1 with the switch and 1.6 with the sums computed on every step instead; LeNet (61k elements)
+# measured the same both ways (mean ratio 0.65-0.80 and 0.65-0.81, two rounds). On the real-code corpus's models of
+# 19k-892k elements in 10-169 tensors (MHA, LSTM, Transformer LM, ECAPA-TDNN, ShuffleNetV2,
+# MobileNetV3) the every-step sums measured as cheap as the switch or cheaper (ECAPA-TDNN +7.5-11 % a step against
+# +12-13 %, a 2-layer LSTM +5 % against +9-10 %), and the ``if`` itself costs host memory (peak RSS without it:
+# MobileNetV3 -20 MB, ECAPA-TDNN -15, ShuffleNetV2 -8); on RegNet (2.3M elements) and a ResNet (4.9M) the sums read too much
+# on every step (RegNet +7.6 % against +3.4-5.6 %; the ResNet +5.8 ms against +1.7 ms). Only a network this small
+# takes the sums on every step.
+SUMS_EVERY_STEP_ELEMENTS = 1 << 20
 _CHUNK = 1 << 18  # float64 scratch, in elements, for the host sums
 
 # The activation sample: the first SAMPLE_ROWS samples of the batch (axis 0) x SAMPLE_COLS units (output
@@ -406,7 +410,7 @@ class Instrumentation:
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = ms.get_context("mode") == ms.GRAPH_MODE
-        self.sums_every_step = (self._sample_every_step and len(optimizer.parameters) <= SUMS_EVERY_STEP_TENSORS
+        self.sums_every_step = (self._sample_every_step
                                 and sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS)
         """The optimizer's probe sums the gradients on every step, without a switch (``SUMS_EVERY_STEP_ELEMENTS``)."""
         self._undo: list[Callable[[], None]] = []
