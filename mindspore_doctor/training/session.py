@@ -33,6 +33,7 @@ from mindspore_doctor.probes.loss import DeferredLossReader, LossRead, StepLossR
 from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 from mindspore_doctor.static.start_state import mark_trained, start_state
+from mindspore_doctor.training.memory import give_back_freed_memory
 from mindspore_doctor.training.outputs import RunOutputs
 from mindspore_doctor.training.sigterm import SigtermReport, TrainingTerminated
 
@@ -411,6 +412,7 @@ class DoctorSession:
         self._guard("label-scoring", _LABEL_CODES, evaluator.score_labels)  # on that forward pass's outputs
         self.report.meta["evaluation"] = evaluator.to_dict()  # in every report written from now on
         self._outputs.write_evaluation(int(args.cur_step_num), record)
+        give_back_freed_memory()
 
     def _final_mode_switch(self) -> None:
         self._evaluator.final_mode_switch()
@@ -459,6 +461,7 @@ class DoctorSession:
         if self._ending:
             return
         self._ending = True
+        give_back_freed_memory()  # before the end-of-run analyses allocate on top of it
         self._guard("start-state", ("MSD205", "MSD215"), lambda: mark_trained(self._backbone, len(self.history.steps)))
         self._judge_network_inputs(None)  # no step ran: the held data findings as the dataset showed them
         try:
@@ -479,6 +482,7 @@ class DoctorSession:
         finally:
             if self._evaluator is not None:
                 self._evaluator.release()
+                give_back_freed_memory()  # the evaluation's compiled passes
             self._sigterm.release()
 
     def _judge_run(self, args: Any, finished: bool) -> None:

@@ -1,0 +1,23 @@
+"""Freed host memory handed back to the system after the Doctor's own bursts of allocations."""
+from __future__ import annotations
+
+import ctypes
+from functools import lru_cache
+from typing import Any
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc; None elsewhere (macOS, musl, Windows)
+    except (AttributeError, OSError):
+        return None
+
+
+def give_back_freed_memory() -> None:
+    """glibc keeps the heap pages an evaluation's arrays and compiled passes freed until ``malloc_trim``: RegNet's
+    process held 60 MB of them after each evaluation (818 -> 758 MB), and the end-of-run analyses then peaked on
+    top of them. Nothing to do without glibc."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
