@@ -1,11 +1,12 @@
 """MSD401-MSD405: pure rules on numbers, and the evaluation probe on real (tiny) trainings."""
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import mindspore as ms
 import mindspore.dataset as ds
 import numpy as np
 import pytest
-from unittest.mock import patch
 from mindspore import nn
 from mindspore.train import Callback, Model
 
@@ -274,7 +275,7 @@ def test_the_evaluation_loss_runs_compiled_and_leaves_the_loss_cell_as_it_was():
     assert compiled._loss_call is None  # pylint: disable=protected-access
 
 
-def test_the_evaluation_compiles_one_eval_graph_and_runs_other_shapes_eagerly():
+def test_the_evaluation_compiles_one_eval_graph_and_no_second_one_for_a_partial_batch():
     """Eager kernels cost ~2 ms of dispatch each (MindSpore 2.10 CPU): the eval-mode passes of the first batch's
     shapes run compiled, with the eager outputs; a partial last batch does not compile a second graph kept for the
     run; the network's cells keep their attributes."""

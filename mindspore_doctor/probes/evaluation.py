@@ -384,8 +384,8 @@ class Probe:
     """Forward passes of one network, ``forward.traceless``: every cell's state and the BatchNorm statistics
     restored. ``compiled`` (a probe measured again and again: every evaluation of a run), in a GRAPH_MODE run: the
     eval-mode passes of the first batch's shapes run in a graph of their own (``_CompiledForward``), and so do
-    partial batches of them, padded; others eagerly, and the loss on their outputs is compiled too (``_CompiledLoss``); otherwise everything runs eagerly, as
-    in PyNative."""
+    partial batches of them, padded; others eagerly, and the loss on their outputs is compiled too
+    (``_CompiledLoss``); otherwise everything runs eagerly, as in PyNative."""
 
     def __init__(self, network: nn.Cell, loss_fn: Any = None, compiled: bool = False) -> None:
         self.network = network

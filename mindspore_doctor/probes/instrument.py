@@ -61,12 +61,12 @@ UPDATE_SAMPLE = 1 << 16
 # An ``if`` on a Parameter inside a compiled step is control flow, whose cost depends on the network (MindSpore 2.10
 # CPU, paired timing, scripts/bench_overhead.py): on a 64-128-64-10 MLP (6 tensors, 17k elements) the Doctor's mean
 # step ratio is 2.0-2.1 with the switch and 1.6 with the sums computed on every step instead; LeNet (61k elements)
-# measured the same both ways (mean ratio 0.65-0.80 and 0.65-0.81, two rounds). On the real-code corpus's models of
-# 19k-892k elements in 10-169 tensors (MHA, LSTM, Transformer LM, ECAPA-TDNN, ShuffleNetV2,
-# MobileNetV3) the every-step sums measured as cheap as the switch or cheaper (ECAPA-TDNN +7.5-11 % a step against
+# measured the same both ways (mean ratio 0.66-0.80 with the switch, 0.65-0.81 without; two rounds). On the
+# real-code corpus's models of 19k-892k elements in 10-169 tensors (MHA, LSTM, Transformer LM, ECAPA-TDNN,
+# ShuffleNetV2, MobileNetV3) the every-step sums measured as cheap as the switch or cheaper (ECAPA-TDNN +7.5-11 % vs
 # +12-13 %, a 2-layer LSTM +5 % against +9-10 %), and the ``if`` itself costs host memory (peak RSS without it:
-# MobileNetV3 -20 MB, ECAPA-TDNN -15, ShuffleNetV2 -8); on RegNet (2.3M elements) and a ResNet (4.9M) the sums read too much
-# on every step (RegNet +7.6 % against +3.4-5.6 %; the ResNet +5.8 ms against +1.7 ms). Only a network this small
+# MobileNetV3 -20 MB, ECAPA-TDNN -15, ShuffleNetV2 -8); on RegNet (2.3M elements) and a ResNet (4.9M) the sums read
+# too much on every step (RegNet +7.6 % against +3.4 %; the ResNet +5.8 ms against +1.7 ms). Only a network this small
 # takes the sums on every step.
 SUMS_EVERY_STEP_ELEMENTS = 1 << 20
 _CHUNK = 1 << 18  # float64 scratch, in elements, for the host sums

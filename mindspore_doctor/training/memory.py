@@ -10,7 +10,7 @@ from typing import Any
 def _malloc_trim() -> Any:
     try:
         return ctypes.CDLL(None).malloc_trim  # glibc; None elsewhere (macOS, musl, Windows)
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, TypeError):  # TypeError: Windows takes no CDLL(None)
         return None
 
 
