@@ -369,7 +369,7 @@ def _fewer_samples(shapes: tuple, compiled: tuple | None) -> bool:
         return False
     rows = {shape[0] if shape else None for shape, _ in shapes}
     return (len(rows) == 1 and None not in rows and all(
-        dtype == c_dtype and len(shape) == len(c_shape) and shape[1:] == c_shape[1:] and shape[0] < c_shape[0]
+        dtype == c_dtype and shape[1:] == c_shape[1:] and shape[0] < c_shape[0]
         for (shape, dtype), (c_shape, c_dtype) in zip(shapes, compiled)))
 
 
@@ -418,29 +418,27 @@ class Probe:
             else:
                 self._forward_shapes = shapes
                 return outputs
-        if self._forward is not None and self._padded.get(shapes, _fewer_samples(shapes, self._forward_shapes)):
-            return self._padded_outputs(inputs, shapes)
+        checked = self._padded.get(shapes)
+        if self._forward is not None and (checked or checked is None and _fewer_samples(shapes, self._forward_shapes)):
+            return self._padded_outputs(inputs, shapes, checked)
         return self._eager_outputs(inputs)
 
     def _eager_outputs(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
         with eager():
             return as_numpy(self.network(*(Tensor(x) for x in inputs)))
 
-    def _padded_outputs(self, inputs: Sequence[np.ndarray], shapes: tuple) -> np.ndarray:
+    def _padded_outputs(self, inputs: Sequence[np.ndarray], shapes: tuple, checked: bool | None) -> np.ndarray:
         """A batch with fewer samples (a partial last batch) through the compiled pass: its samples repeated to the
         compiled batch size, the outputs of the real ones kept. Checked against the eager pass the first time, per
-        shape: a network that mixes samples (batch statistics in eval mode, axis 0 not the samples) stays eager."""
+        shape (``checked`` None): a network that mixes samples (batch statistics in eval mode, axis 0 not the
+        samples) stays eager."""
         rows, size = len(inputs[0]), self._forward_shapes[0][0][0]
         repeated = np.arange(size) % rows
         try:
             outputs = as_numpy(self._forward(*(Tensor(np.ascontiguousarray(x[repeated])) for x in inputs)))
         except Exception:  # noqa: BLE001 - this shape runs eagerly
             outputs = None
-        if outputs is not None and outputs.ndim and len(outputs) == size:
-            outputs = outputs[:rows]
-        else:
-            outputs = None
-        checked = self._padded.get(shapes)
+        outputs = outputs[:rows] if outputs is not None and outputs.ndim and len(outputs) == size else None
         if checked and outputs is not None:
             return outputs
         expected = self._eager_outputs(inputs)
