@@ -459,6 +459,47 @@ def test_a_check_that_raises_becomes_msd001_and_training_finishes(monkeypatch):
     assert doctor.history.steps[-1].step == 16
 
 
+class _DataFindingsAtEachStep(Callback):
+    """Records, around each step, the data findings (MSD3xx) the Doctor has reported so far."""
+
+    def __init__(self, doctor):
+        self.doctor, self.seen = doctor, []
+
+    def _record(self, when, run_context):
+        codes = sorted(c for c in self.doctor.report.codes() if c.startswith("MSD3"))
+        self.seen.append((when, run_context.original_args().cur_step_num, codes))
+
+    def on_train_step_begin(self, run_context):
+        self._record("begin", run_context)
+
+    def on_train_step_end(self, run_context):
+        self._record("end", run_context)
+
+
+def test_the_data_checks_run_as_the_first_step_ends():
+    """After the step that compiles the train graph, so that what they leave is not under its memory peak."""
+    doctor = Doctor(eval_dataset=_dataset())  # the training set again: MSD309, train/eval leakage
+    watcher = _DataFindingsAtEachStep(doctor)
+    _train(MLP(), _dataset(), doctor, epochs=1, callbacks=[watcher])  # the watcher is called before the Doctor
+    assert watcher.seen[:2] == [("begin", 1, []), ("end", 1, [])]  # the Doctor's own step 1 has not ended yet
+    assert watcher.seen[2][:2] == ("begin", 2) and "MSD309" in watcher.seen[2][2]
+
+
+def test_a_first_step_that_raises_still_gets_the_data_checks():
+    """Labels past the network's outputs make MindSpore's CPU loss raise in the first step: the data checks, run
+    as the Doctor ends, say why, and the user's own error propagates."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 8)).astype(np.float32)
+    data = ds.NumpySlicesDataset({"x": x, "label": (np.arange(64) % 5).astype(np.int32)}, shuffle=False).batch(16)
+    doctor = Doctor()
+    with pytest.raises(Exception) as raised:
+        _train(MLP(classes=3), data, doctor, epochs=1)
+    assert "Doctor" not in type(raised.value).__name__
+    (labels,) = doctor.report.by_code("MSD306")
+    assert labels.evidence["num_outputs"] == 3
+    assert not doctor.history.steps
+
+
 def test_sink_mode_trains_and_says_what_it_could_probe():
     doctor = Doctor(ignore=QUIET)
     _train(MLP(), _dataset(), doctor, epochs=2, sink=True)

@@ -99,6 +99,8 @@ class DoctorSession:
         self._backbone: Any = None
         self._evaluator: Any = None  # probes.evaluation.Evaluator when eval_dataset is given
         self._input_check: Any = None  # runners.network_inputs.NetworkInputCheck: MSD304 held until the first step
+        self._data_check: tuple[Any, Any, Any] | None = None  # (train_dataset, backbone, loss_fn): after the first step
+        self._stepped = False  # the first step has ended (_after_first_step ran)
         self._eval_target: tuple[Any, Any] = (None, None)  # (backbone, loss_fn) it evaluates
         self._args: Any = None  # the run's state object, for ending it from a signal handler
         self._ending = False
@@ -149,8 +151,9 @@ class DoctorSession:
 
     def begin(self, args: Any, backbone: Any, *, loss_fn: Any, optimizer: Any, request_stop: Callable[[], None],
               check_mode: bool = True) -> None:
-        """Static lint, data checks and probes, before the first step. ``check_mode``: the network is already in
-        the mode it trains in (``Model.train`` sets it; a hand-written loop may call ``set_train()`` later)."""
+        """Static lint and probes before the first step; the data checks right after it (``_after_first_step``).
+        ``check_mode``: the network is already in the mode it trains in (``Model.train`` sets it; a hand-written
+        loop may call ``set_train()`` later)."""
         self._request_stop = request_stop
         self._args = args
         self._guard("sigterm-report", (), self._sigterm.catch)
@@ -160,7 +163,7 @@ class DoctorSession:
 
         self._guard("static-lint", ("MSD1",),
                     lambda: self._lint(backbone, loss_fn, optimizer, args.train_network, args.train_dataset))
-        self._guard("data-checks", ("MSD3",), lambda: self._check_data(args.train_dataset, backbone, loss_fn))
+        self._data_check = (args.train_dataset, backbone, loss_fn)
         self._guard("num-classes", ("MSD215",), lambda: setattr(self.history, "num_classes",
                                                                  num_classes(backbone, loss_fn)))
         self._guard("start-state", ("MSD205", "MSD215"), lambda: setattr(self.history, "start",
@@ -213,6 +216,20 @@ class DoctorSession:
             report, self._input_check = check_data_for_training(train_dataset, self.config.eval_dataset, backbone,
                                                                 loss_fn, self.config)
             self._emit(report.findings)
+
+    def _after_first_step(self, batch: Any) -> None:
+        """The data checks, once the first step has run (``batch``: its inputs, when the step hands them over).
+
+        In GRAPH_MODE the first step compiles the train graph: the run's peak of host memory. What the data checks
+        leave (their read of the pipeline, their eager forward pass) sat under that peak when they ran before the
+        step (RegNet, corpus recipe: +24 MB of the peak); now they allocate after the compile's scratch went back
+        to the system. A run that ends before its first step ends gets them in ``end``."""
+        self._stepped = True
+        give_back_freed_memory()
+        pending, self._data_check = self._data_check, None
+        if pending is not None:
+            self._guard("data-checks", ("MSD3",), lambda: self._check_data(*pending))
+        self._judge_network_inputs(batch)
 
     def _judge_network_inputs(self, batch: Any) -> None:
         """MSD304, held back by the data checks, judged once on the first batch a step hands over: a loop may
@@ -275,9 +292,10 @@ class DoctorSession:
 
     def step_end(self, args: Any) -> None:
         self._emit(self.ranks.on_step_end(args))  # before any early return: a collective every N steps
-        self._judge_network_inputs(getattr(args, "train_dataset_element", None))
         signals = StepSignals(step=int(args.cur_step_num), epoch=int(args.cur_epoch_num))
         reads = self._guard("read-loss", ("MSD201", "MSD214"), lambda: self._loss_reader.record(args.net_outputs))
+        if not self._stepped:  # after the loss read: the step has finished
+            self._after_first_step(getattr(args, "train_dataset_element", None))
         if reads is None:
             return
         self.history.append(signals)
@@ -463,7 +481,8 @@ class DoctorSession:
         self._ending = True
         give_back_freed_memory()  # before the end-of-run analyses allocate on top of it
         self._guard("start-state", ("MSD205", "MSD215"), lambda: mark_trained(self._backbone, len(self.history.steps)))
-        self._judge_network_inputs(None)  # no step ran: the held data findings as the dataset showed them
+        if not self._stepped:  # no step ended: the data checks, and the held findings as the dataset showed them
+            self._after_first_step(None)
         try:
             try:
                 if error is not None:
