@@ -100,7 +100,6 @@ class DoctorSession:
         self._evaluator: Any = None  # probes.evaluation.Evaluator when eval_dataset is given
         self._input_check: Any = None  # runners.network_inputs.NetworkInputCheck: MSD304 held until the first step
         self._data_check: tuple[Any, Any, Any] | None = None  # (train_dataset, backbone, loss_fn): after the first step
-        self._stepped = False  # the first step has ended (_after_first_step ran)
         self._eval_target: tuple[Any, Any] = (None, None)  # (backbone, loss_fn) it evaluates
         self._args: Any = None  # the run's state object, for ending it from a signal handler
         self._ending = False
@@ -151,7 +150,7 @@ class DoctorSession:
 
     def begin(self, args: Any, backbone: Any, *, loss_fn: Any, optimizer: Any, request_stop: Callable[[], None],
               check_mode: bool = True) -> None:
-        """Static lint and probes before the first step; the data checks right after it (``_after_first_step``).
+        """Static lint and probes before the first step; the data checks as it ends (``_run_data_checks``).
         ``check_mode``: the network is already in the mode it trains in (``Model.train`` sets it; a hand-written
         loop may call ``set_train()`` later)."""
         self._request_stop = request_stop
@@ -217,18 +216,17 @@ class DoctorSession:
                                                                 loss_fn, self.config)
             self._emit(report.findings)
 
-    def _after_first_step(self, batch: Any) -> None:
-        """The data checks, once the first step has run (``batch``: its inputs, when the step hands them over).
+    def _run_data_checks(self, batch: Any) -> None:
+        """The data checks held since ``begin``, then MSD304 judged on ``batch`` (the first step's inputs, when the
+        step hands them over; None: judged on the data).
 
         In GRAPH_MODE the first step compiles the train graph: the run's peak of host memory. What the data checks
         leave (their read of the pipeline, their eager forward pass) sat under that peak when they ran before the
-        step (RegNet, corpus recipe: +24 MB of the peak); now they allocate after the compile's scratch went back
-        to the system. A run that ends before its first step ends gets them in ``end``."""
-        self._stepped = True
-        give_back_freed_memory()
-        pending, self._data_check = self._data_check, None
-        if pending is not None:
-            self._guard("data-checks", ("MSD3",), lambda: self._check_data(*pending))
+        step (RegNet, corpus recipe: +24 MB of the peak); now they run as that step ends, after the compile's
+        scratch went back to the system. A run that ends before its first step ends gets them in ``end``."""
+        train_dataset, backbone, loss_fn = self._data_check
+        self._data_check = None
+        self._guard("data-checks", ("MSD3",), lambda: self._check_data(train_dataset, backbone, loss_fn))
         self._judge_network_inputs(batch)
 
     def _judge_network_inputs(self, batch: Any) -> None:
@@ -294,8 +292,9 @@ class DoctorSession:
         self._emit(self.ranks.on_step_end(args))  # before any early return: a collective every N steps
         signals = StepSignals(step=int(args.cur_step_num), epoch=int(args.cur_epoch_num))
         reads = self._guard("read-loss", ("MSD201", "MSD214"), lambda: self._loss_reader.record(args.net_outputs))
-        if not self._stepped:  # after the loss read: the step has finished
-            self._after_first_step(getattr(args, "train_dataset_element", None))
+        if self._data_check is not None:  # the first step, finished (its loss read): its compile's scratch goes back
+            give_back_freed_memory()
+            self._run_data_checks(getattr(args, "train_dataset_element", None))
         if reads is None:
             return
         self.history.append(signals)
@@ -481,8 +480,8 @@ class DoctorSession:
         self._ending = True
         give_back_freed_memory()  # before the end-of-run analyses allocate on top of it
         self._guard("start-state", ("MSD205", "MSD215"), lambda: mark_trained(self._backbone, len(self.history.steps)))
-        if not self._stepped:  # no step ended: the data checks, and the held findings as the dataset showed them
-            self._after_first_step(None)
+        if self._data_check is not None:  # no step ended: the data checks, MSD304 as the dataset showed it
+            self._run_data_checks(None)
         try:
             try:
                 if error is not None:
