@@ -150,6 +150,33 @@ def test_a_user_callback_raising_at_step_5_is_reported_and_propagates_unchanged(
     assert [s.step for s in doctor.history.steps][-1] in (4, 5)  # the Doctor runs after the raising callback
 
 
+class RaiseAtBegin(Callback):
+    """A user callback whose ``on_train_begin`` raises: before MindSpore has set the epoch in ``cb_params``."""
+
+    def __init__(self, error: BaseException):
+        super().__init__()
+        self.error = error
+
+    def on_train_begin(self, run_context):
+        raise self.error
+
+
+def test_a_user_callback_raising_before_the_first_epoch_is_reported_and_propagates_unchanged(tmp_path):
+    """After the Doctor's own ``on_train_begin``, ``cb_params`` has no ``cur_epoch_num`` yet (MindSpore raises
+    KeyError for it): MSD003 says step 0, the Doctor does not break (no MSD001)."""
+    net, optimizer, doctor = _setup(tmp_path)
+    raised = UserError("experiment tracker login failed")
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), optimizer)
+    with pytest.raises(UserError) as caught:
+        model.train(2, _dataset(), callbacks=[doctor, RaiseAtBegin(raised)], dataset_sink_mode=False)
+    assert caught.value is raised
+    _assert_restored(net, optimizer, nn.Momentum)
+    report = _read_report(tmp_path)
+    finding = _interruption(report, 0, Severity.ERROR, raised)
+    assert finding.evidence["epoch"] is None and _raise_site(raised) in finding.message
+    assert doctor.history.steps == []
+
+
 def _hand_written_loop(net, optimizer, doctor, data, raise_after_step=None, error=None, epochs=2, seen=None):
     loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
     train_step = quick_start_step(net, loss_fn, optimizer)

@@ -56,6 +56,15 @@ def final_probe_step(args: Any, config: DoctorConfig, needed: int) -> int | None
     return last if regular < needed and last % every else None
 
 
+def _run_state(args: Any, name: str) -> Any:
+    """``args.<name>``, or None where the run has not set it yet: MindSpore's ``cb_params`` raises KeyError, not
+    AttributeError, for a name it has not set (``cur_epoch_num`` until the first epoch begins)."""
+    try:
+        return getattr(args, name, None)
+    except KeyError:
+        return None
+
+
 def _loss_reader(config: DoctorConfig) -> StepLossReader | DeferredLossReader:
     how = config.loss_read
     if how == "auto":
@@ -526,7 +535,7 @@ class DoctorSession:
     def _interrupted(self, args: Any, error: BaseException) -> Finding:
         """MSD003: what ended training, where in the user's code, at which step."""
         # Model.train counts the step in progress; a hand-written loop the last one it passed to run.step.
-        step, epoch = getattr(args, "cur_step_num", None), getattr(args, "cur_epoch_num", None)
+        step, epoch = _run_state(args, "cur_step_num"), _run_state(args, "cur_epoch_num")
         frames = [f for f in traceback.extract_tb(error.__traceback__)
                   if not any(part in f.filename for part in (f"{os.sep}mindspore{os.sep}",
                                                              f"{os.sep}mindspore_doctor{os.sep}"))]
