@@ -296,6 +296,31 @@ def test_the_evaluation_compiles_one_eval_graph_and_no_second_one_for_a_partial_
     assert probe._forward is None  # pylint: disable=protected-access
 
 
+def test_the_evaluations_compiles_walk_only_new_objects_and_leave_the_collector_as_it_was(monkeypatch):
+    """MindSpore's compile starts with a full ``gc.collect()`` (~0.1 s next to a loaded MindSpore): the Doctor's own
+    compiles run it with the process's objects frozen (``gc_frozen``), and only those: the later calls compile
+    nothing and freeze nothing. A process that froze objects of its own keeps them frozen."""
+    import gc
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    frozen_at_collect, collect = [], gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *a: frozen_at_collect.append(gc.get_freeze_count()) or collect(*a))
+    probe = Probe(Net(), nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), compiled=True)
+    batches = read_batches(_data(72, batch=32), 3)
+    probe.measure(batches, noise=True)
+    compiles = len(frozen_at_collect)
+    assert compiles >= 3 and all(frozen_at_collect)  # the forward pass and the loss's shapes, each frozen
+    assert gc.get_freeze_count() == 0
+    freeze = []
+    monkeypatch.setattr(gc, "freeze", lambda: freeze.append(1))
+    probe.measure(batches, noise=True)
+    assert len(frozen_at_collect) == compiles and not freeze  # compiled already: nothing frozen again
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: 1)  # the user's own frozen objects
+    monkeypatch.setattr(gc, "unfreeze", lambda: freeze.append(0))
+    Probe(Net(), nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), compiled=True).measure(batches)
+    assert len(frozen_at_collect) > compiles and not freeze  # compiled, neither frozen nor unfrozen
+
+
 def test_a_loss_that_does_not_compile_is_called_eagerly(exec_mode):
     loss = _HostLoss()
     batches = read_batches(_data(64), 2)

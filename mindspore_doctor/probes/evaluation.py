@@ -36,7 +36,7 @@ from mindspore import Tensor, nn
 from mindspore_doctor.cells import loss_family
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.forward import CellStateSnapshot, eager, traceless
+from mindspore_doctor.forward import CellStateSnapshot, eager, gc_frozen, traceless
 from mindspore_doctor.signals import EvalRecord, Metric
 
 Batch = tuple[np.ndarray, ...]
@@ -399,6 +399,8 @@ class Probe:
         self._padded: dict[tuple, bool] = {}
         """Shapes with fewer samples than ``_forward_shapes`` -> whether their pass, padded to those shapes, gives
         the eager outputs (checked at the first one)."""
+        self._loss_signatures: set[tuple] = set()
+        """The (outputs shape, labels shape, labels dtype) ``_CompiledLoss`` has compiled for."""
 
     def release(self) -> None:
         """Drop the compiled forward pass and loss (their graphs with them): the run is over."""
@@ -411,7 +413,8 @@ class Probe:
         shapes = tuple((x.shape, x.dtype.str) for x in inputs)
         if self._forward is not None and self._forward_shapes in (None, shapes):
             try:
-                outputs = as_numpy(self._forward(*(Tensor(x) for x in inputs)))
+                with gc_frozen() if self._forward_shapes is None else nullcontext():  # the first call compiles
+                    outputs = as_numpy(self._forward(*(Tensor(x) for x in inputs)))
             except Exception:  # noqa: BLE001 - eager next; its error, if it fails too, is the one that leaves
                 self._forward = None
             else:
@@ -473,11 +476,15 @@ class Probe:
         inputs = (Tensor(outputs.astype(np.float32)), Tensor(labels))
         if self._loss_call is self.loss_fn:
             return self._eager_loss(inputs)
+        signature = (outputs.shape, labels.shape, labels.dtype.str)
         try:
-            return float(as_numpy(self._loss_call(*inputs)).mean())
+            with nullcontext() if signature in self._loss_signatures else gc_frozen():  # a new signature compiles
+                loss = float(as_numpy(self._loss_call(*inputs)).mean())
         except Exception:  # noqa: BLE001 - eager next; its error, if it fails too, is the one that leaves
             loss = self._eager_loss(inputs)
-        self._loss_call = self.loss_fn  # the loss runs eagerly but does not compile on its own: eager from now on
+            self._loss_call = self.loss_fn  # the loss runs eagerly but does not compile on its own: eager from now on
+            return loss
+        self._loss_signatures.add(signature)
         return loss
 
     def _eager_loss(self, inputs: tuple[Tensor, Tensor]) -> float:
