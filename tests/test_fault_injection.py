@@ -163,7 +163,7 @@ class RaiseAtBegin(Callback):
 
 def test_a_user_callback_raising_before_the_first_epoch_is_reported_and_propagates_unchanged(tmp_path):
     """After the Doctor's own ``on_train_begin``, ``cb_params`` has no ``cur_epoch_num`` yet (MindSpore raises
-    KeyError for it): MSD003 says step 0, the Doctor does not break (no MSD001)."""
+    KeyError for it): MSD003 says training ended before the first step, the Doctor does not break (no MSD001)."""
     net, optimizer, doctor = _setup(tmp_path)
     raised = UserError("experiment tracker login failed")
     model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), optimizer)
@@ -172,8 +172,11 @@ def test_a_user_callback_raising_before_the_first_epoch_is_reported_and_propagat
     assert caught.value is raised
     _assert_restored(net, optimizer, nn.Momentum)
     report = _read_report(tmp_path)
-    finding = _interruption(report, 0, Severity.ERROR, raised)
-    assert finding.evidence["epoch"] is None and _raise_site(raised) in finding.message
+    (finding,) = report.by_code("MSD003")
+    assert finding.message.startswith("Training ended before the first step by UserError: experiment tracker login")
+    assert "holds the checks the Doctor ran before training" in finding.message
+    assert finding.step == 0 and finding.evidence["epoch"] is None and _raise_site(raised) in finding.message
+    assert report.by_code("MSD001") == []
     assert doctor.history.steps == []
 
 

@@ -544,10 +544,13 @@ class DoctorSession:
         text = str(error) if str(error) else ""
         what = type(error).__name__ + (f": {text}" if text else "")
         at = f" at step {step}" + (f" (epoch {epoch})" if epoch is not None else "") if step is not None else ""
+        holds = "what the Doctor saw up to that step"
+        if step == 0:  # no step began: a callback's on_train_begin, or the loop's code before its first step
+            at, holds = " before the first step", "the checks the Doctor ran before training"
         raised = f", raised at {where}" if where else ""
         return make_finding(
             "MSD003",
-            f"Training ended{at} by {what}{raised}. This report holds what the Doctor saw up to that step.",
+            f"Training ended{at} by {what}{raised}. This report holds {holds}.",
             step=step if isinstance(step, int) else None,
             severity="warning" if stopped else None,
             location={"file": frames[-1].filename, "line": frames[-1].lineno} if frames else None,
