@@ -543,10 +543,13 @@ class DoctorSession:
         stopped = isinstance(error, (KeyboardInterrupt, SystemExit, TrainingTerminated))
         text = str(error) if str(error) else ""
         what = type(error).__name__ + (f": {text}" if text else "")
-        at = f" at step {step}" + (f" (epoch {epoch})" if epoch is not None else "") if step is not None else ""
         holds = "what the Doctor saw up to that step"
-        if step == 0:  # no step began: a callback's on_train_begin, or the loop's code before its first step
+        if step is None:
+            at = ""
+        elif step == 0:  # no step began: a callback's on_train_begin, or the loop's code before its first step
             at, holds = " before the first step", "the checks the Doctor ran before training"
+        else:
+            at = f" at step {step}" + (f" (epoch {epoch})" if epoch is not None else "")
         raised = f", raised at {where}" if where else ""
         return make_finding(
             "MSD003",
