@@ -73,6 +73,13 @@ RUN_OPTIONS = (
         "Evaluate on ``eval_dataset`` every N epochs (MSD401/404/405); 0: never.",
     ),
     Option(
+        "eval_budget", 0.05,
+        "Share of the training time the evaluations may take on a long run: after the first 10 evaluations, one "
+        "runs only while those since take at most this share of the time trained since (the last epoch's always "
+        "runs); None: every ``eval_every`` epochs, however long the run (training/evaluation_schedule.py).",
+        type="float | None",
+    ),
+    Option(
         "eval_max_batches", 50,
         "Bound on the batches read per evaluation: the eval set, the train sample (MSD402, and the label trajectory "
         "of MSD311), target_eval_dataset and holdout_dataset.",

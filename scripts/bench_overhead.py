@@ -21,13 +21,17 @@ included, minus that of the variant without it (the step itself varies by more
 than the exports cost). The paired run also splits the Doctor's extra cost per step, in us, on probe and on
 non-probe steps, into host (the time inside its step hooks, or ``run.step``, each timed) and graph (the rest:
 Doctor block minus plain block minus host, see ``benchmarks.overhead.step_split``); ``--models mlp`` is issue
-26's fast step (a 64-128-64-10 MLP, batch 32), where that fixed cost shows.
+26's fast step (a 64-128-64-10 MLP, batch 32), where that fixed cost shows. ``--long-run NAME:EPOCHS`` times
+a real-code corpus program (``benchmarks/realworld/programs``) trained that many epochs with its eval split given
+to the Doctor, the whole training call in a fresh process per variant: plain, ``Doctor()``, ``Doctor(eval_budget=
+None)`` (an evaluation every epoch) and ``SummaryCollector``, where the evaluations' share of a long run shows.
 
     .venv/bin/python scripts/bench_overhead.py            # about 3-6 minutes on 2 busy cores
     .venv/bin/python scripts/bench_overhead.py --rounds 1 --models lenet
     .venv/bin/python scripts/bench_overhead.py --loop custom --loss-read deferred
     .venv/bin/python scripts/bench_overhead.py --rounds 3 --exports --paired-only
     .venv/bin/python scripts/bench_overhead.py --models mlp --rounds 1 --paired-only [--loop custom]
+    .venv/bin/python scripts/bench_overhead.py --long-run nn_mlp_wine:200 --rounds 2
 """
 from __future__ import annotations
 
@@ -161,6 +165,59 @@ def _paired(model_name: str, block: int, loop: str, loss_read: str, exports: boo
                          exports=tuple(EXPORTS) if exports else ())
 
 
+LONG_VARIANTS = {"plain": None, "doctor": {}, "doctor_every_epoch": {"eval_budget": None}, "summary": None}
+"""``--long-run``'s variants: the Doctor's options of each Doctor variant."""
+
+
+def _long_worker(spec: str, variant: str) -> dict:
+    """One corpus program trained ``EPOCHS`` epochs (``NAME:EPOCHS``), plain, under a Doctor or SummaryCollector."""
+    import dataclasses
+
+    from mindspore.train import SummaryCollector
+
+    from benchmarks.faults import runner as fault_runner
+    from benchmarks.realworld import runner
+
+    name, epochs = spec.split(":")
+    module = runner.load(name)
+    module.DATA = dataclasses.replace(module.DATA, epochs=int(epochs))
+    fault_runner.seed_all(module.FAULT.mode)
+    with tempfile.TemporaryDirectory() as tmp:
+        callbacks: list[Any] = []
+        doctor = None
+        if variant == "summary":
+            callbacks.append(SummaryCollector(tmp))
+        elif LONG_VARIANTS[variant] is not None:
+            from mindspore_doctor import Doctor
+
+            doctor = Doctor(**{**runner._doctor_options(module), **LONG_VARIANTS[variant]})  # pylint: disable=protected-access
+            callbacks.append(doctor)
+        _, timing = fault_runner.run_timed(module, callbacks)
+    evaluations = len(doctor.report.meta.get("evaluation", {}).get("records", [])) if doctor else None
+    return {"wall_s": timing["wall_s"], "steps": timing["steps"], "evaluations": evaluations}
+
+
+def _long_table(specs: list[str], rounds: int) -> None:
+    """``--long-run``: the whole training call of each variant, fresh processes, order rotating per round."""
+    variants = list(LONG_VARIANTS)
+    results: dict[tuple[str, str], list[dict]] = {}
+    for r in range(rounds):
+        for spec in specs:
+            for variant in variants[r % len(variants):] + variants[: r % len(variants)]:
+                results.setdefault((spec, variant), []).append(_in_fresh_process("--long-worker", spec, variant))
+                print(f"round {r + 1}/{rounds} {spec} {variant} {results[(spec, variant)][-1]}", file=sys.stderr)
+    print("| program:epochs | steps | plain s | Doctor() s | x plain | evaluations | Doctor(eval_budget=None) s "
+          "| x plain | evaluations | SummaryCollector s | x plain |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for spec in specs:
+        wall = {v: statistics.median(x["wall_s"] for x in results[(spec, v)]) for v in variants}
+        evals = {v: results[(spec, v)][0]["evaluations"] for v in variants}
+        print(f"| {spec} | {results[(spec, 'plain')][0]['steps']} | {wall['plain']:.2f} | {wall['doctor']:.2f} "
+              f"| {wall['doctor'] / wall['plain']:.2f} | {evals['doctor']} | {wall['doctor_every_epoch']:.2f} "
+              f"| {wall['doctor_every_epoch'] / wall['plain']:.2f} | {evals['doctor_every_epoch']} "
+              f"| {wall['summary']:.2f} | {wall['summary'] / wall['plain']:.2f} |", flush=True)
+
+
 def _in_fresh_process(*arguments: str) -> dict:
     """This script's worker in its own process (its own peak RSS); the JSON line it prints last."""
     out = subprocess.run([sys.executable, __file__, *arguments], capture_output=True, text=True, check=True,
@@ -189,11 +246,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exports", action="store_true",
                         help="paired run: also Doctors writing the MindInsight / TensorBoard files; their us per step")
     parser.add_argument("--paired-only", action="store_true", help="skip the process-per-variant table")
+    parser.add_argument("--long-run", default="",
+                        help="NAME:EPOCHS[,NAME:EPOCHS]: corpus programs trained that long, whole-run times only")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--long-worker", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--paired-worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(_worker(*args.worker, args.reports, args.loop, args.loss_read)))
+        return 0
+    if args.long_worker:
+        print(json.dumps(_long_worker(*args.long_worker)))
+        return 0
+    if args.long_run:
+        _long_table([spec for spec in args.long_run.split(",") if spec], args.rounds)
         return 0
     if args.paired_worker:
         print(json.dumps(_paired(args.paired_worker, args.paired_block, args.loop, args.loss_read, args.exports)))

@@ -96,6 +96,17 @@ def test_eval_every_two_epochs():
     assert [r["epoch"] for r in doctor.report.meta["evaluation"]["records"]] == [2]
 
 
+def test_eval_budget_thins_the_evaluations_of_a_long_run_and_keeps_the_last_epoch():
+    """With no budget left after the first 10 evaluations, only the last epoch is evaluated; None: every epoch."""
+    thinned = Doctor(eval_dataset=_data(64, seed=1), eval_budget=0.0, ignore=QUIET)
+    _train(Net(), _data(32), epochs=13, doctor=thinned)
+    assert [r["epoch"] for r in thinned.report.meta["evaluation"]["records"]] == [*range(1, 11), 13]
+    assert thinned.report.meta["evaluation_schedule"]["skipped"] == 2
+    every = Doctor(eval_dataset=_data(64, seed=1), eval_budget=None, ignore=QUIET)
+    _train(Net(), _data(32), epochs=13, doctor=every)
+    assert [r["epoch"] for r in every.report.meta["evaluation"]["records"]] == list(range(1, 14))
+
+
 def test_empty_eval_dataset_is_check_skipped_and_training_finishes():
     doctor = Doctor(eval_dataset=_data(32).skip(10), ignore=QUIET)
     _train(Net(), _data(64), epochs=2, doctor=doctor)

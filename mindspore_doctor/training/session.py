@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import math
 import os
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -33,6 +34,7 @@ from mindspore_doctor.probes.loss import DeferredLossReader, LossRead, StepLossR
 from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 from mindspore_doctor.static.start_state import mark_trained, start_state
+from mindspore_doctor.training.evaluation_schedule import EvaluationSchedule
 from mindspore_doctor.training.memory import give_back_freed_memory
 from mindspore_doctor.training.outputs import RunOutputs
 from mindspore_doctor.training.sigterm import SigtermReport, TrainingTerminated
@@ -82,6 +84,8 @@ class DoctorSession:
     def __init__(self, config: DoctorConfig) -> None:
         if config.probe_every < 1:
             raise ValueError(f"probe_every must be >= 1, got {config.probe_every}")
+        if config.eval_budget is not None and not config.eval_budget >= 0:
+            raise ValueError(f"eval_budget must be None or >= 0, got {config.eval_budget}")
         self.config = config
         self.ranks = RankMonitor(config)  # under msrun: this rank's id, cross-rank checks MSD501-503
         report_dir = config.summary_dir  # rank 0 writes the merged report here
@@ -107,6 +111,7 @@ class DoctorSession:
         self._repro_saved = False
         self._backbone: Any = None
         self._evaluator: Any = None  # probes.evaluation.Evaluator when eval_dataset is given
+        self._eval_schedule: EvaluationSchedule | None = None  # the epochs it evaluates at
         self._input_check: Any = None  # runners.network_inputs.NetworkInputCheck: MSD304 held until the first step
         self._data_check: tuple[Any, Any, Any] | None = None  # (train_dataset, backbone, loss_fn): after the first step
         self._eval_target: tuple[Any, Any] = (None, None)  # (backbone, loss_fn) it evaluates
@@ -191,16 +196,21 @@ class DoctorSession:
         if check_mode:
             self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(backbone, None))
         if self.config.eval_dataset is not None and self.config.eval_every:
-            self._guard("evaluation", _EVALUATION_CODES, lambda: self._open_evaluator(backbone, loss_fn))
+            self._guard("evaluation", _EVALUATION_CODES, lambda: self._open_evaluator(backbone, loss_fn, args))
         self._emit(self.ranks.on_train_begin(args))  # a collective: every rank, never skipped
         self._backbone = backbone
         self._outputs.open(args, backbone, optimizer, loss_fn)
 
-    def _open_evaluator(self, backbone: Any, loss_fn: Any) -> None:
+    def _open_evaluator(self, backbone: Any, loss_fn: Any, args: Any) -> None:
         from mindspore_doctor.probes.evaluation import Evaluator
 
         self._evaluator = Evaluator(self.config.eval_dataset, self.config)
         self._eval_target = (backbone, loss_fn)
+        # Under msrun every rank evaluates at the same epochs: a budget timed on each rank could pick different ones.
+        budget = None if self.ranks.active else self.config.eval_budget
+        last = _run_state(args, "epoch_num")
+        self._eval_schedule = EvaluationSchedule(self.config.eval_every, budget,
+                                                 last_epoch=last if isinstance(last, int) else None)
 
     def _lint(self, backbone: Any, loss_fn: Any, optimizer: Any, train_network: Any, dataset: Any) -> None:
         """Static lint with what only training has: the train cell (MSD112), a real batch (MSD114)."""
@@ -413,8 +423,12 @@ class DoctorSession:
 
     def epoch_end(self, args: Any) -> None:
         self._catch_up(args)
-        if self._evaluator is not None and args.cur_epoch_num % self.config.eval_every == 0:
+        if self._evaluator is not None and self._eval_schedule.due(args.cur_epoch_num):
+            began = time.perf_counter()
             self._guard("evaluation", _EVALUATION_CODES, lambda: self._run_evaluation(args))
+            self._eval_schedule.record(args.cur_epoch_num, time.perf_counter() - began)
+        if self._eval_schedule is not None:
+            self.report.meta["evaluation_schedule"] = self._eval_schedule.to_dict()
         self._evaluate(self._recent_history())
         if self._outputs.has_writers:
             self._outputs.write_epoch(int(args.cur_step_num))

@@ -97,7 +97,9 @@ class TrialTrainer:
 
         ms.set_seed(self.seed)
         net, loss_fn, optimizer = build_once(self.build, params)
-        options = {"eval_dataset": self.eval_ds, "eval_every": 1, "print_summary": False, "html_report": False,
+        # every epoch evaluated (no eval_budget): a trial's curve is what the search compares and prunes on
+        options = {"eval_dataset": self.eval_ds, "eval_every": 1, "eval_budget": None, "print_summary": False,
+                   "html_report": False,
                    "hparams": {"trial": name, **params}, **self.doctor_options}
         if self.summary_dir:
             options["summary_dir"] = str(Path(self.summary_dir) / name)
