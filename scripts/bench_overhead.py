@@ -190,7 +190,8 @@ def _long_worker(spec: str, variant: str) -> dict:
         elif LONG_VARIANTS[variant] is not None:
             from mindspore_doctor import Doctor
 
-            doctor = Doctor(**{**runner._doctor_options(module), **LONG_VARIANTS[variant]})  # pylint: disable=protected-access
+            options = runner._doctor_options(module)  # pylint: disable=protected-access (its eval split)
+            doctor = Doctor(**{**options, **LONG_VARIANTS[variant]})
             callbacks.append(doctor)
         _, timing = fault_runner.run_timed(module, callbacks)
     evaluations = len(doctor.report.meta.get("evaluation", {}).get("records", [])) if doctor else None

@@ -2,10 +2,10 @@
 stay a small share of its time (``eval_budget``).
 
 Why thin them: an evaluation (the eval set and the training sample, forward passes only) costs the same whatever the
-epoch, and on a small dataset it takes longer than the epoch itself. The corpus's wine MLP (178 samples, 8 steps an
-epoch) trained 200 epochs: 3.85 s plain, 11.56 s under ``Doctor()`` evaluating every epoch, 4.48 s with no evaluation
-at all (2026-12-04, one fresh process each): at ~35 ms an evaluation against ~15 ms an epoch, evaluating every epoch
-tripled the run, however long it was.
+epoch, and on a small dataset it takes longer than the epoch itself. The corpus's wine MLP (142 training samples, 8
+steps an epoch) trained 200 epochs: 3.85 s plain, 11.56 s under ``Doctor()`` evaluating every epoch, 4.48 s with no
+evaluation at all (2026-12-04, one fresh process each): at ~35 ms an evaluation against ~15 ms an epoch, evaluating
+every epoch tripled the run, however long it was.
 
 What is kept: the first ``DENSE`` evaluations run at every ``eval_every``-th epoch, wherever the budget stands: MSD311's
 label trajectory finds its early-learning plateau there (after 3 to 9 evaluations in the label-noise benchmark,
