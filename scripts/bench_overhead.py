@@ -212,7 +212,8 @@ def _long_table(specs: list[str], rounds: int) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for spec in specs:
         wall = {v: statistics.median(x["wall_s"] for x in results[(spec, v)]) for v in variants}
-        evals = {v: results[(spec, v)][0]["evaluations"] for v in variants}
+        counts = {v: sorted({x["evaluations"] or 0 for x in results[(spec, v)]}) for v in variants}
+        evals = {v: "-".join(str(n) for n in dict.fromkeys((c[0], c[-1]))) for v, c in counts.items()}
         print(f"| {spec} | {results[(spec, 'plain')][0]['steps']} | {wall['plain']:.2f} | {wall['doctor']:.2f} "
               f"| {wall['doctor'] / wall['plain']:.2f} | {evals['doctor']} | {wall['doctor_every_epoch']:.2f} "
               f"| {wall['doctor_every_epoch'] / wall['plain']:.2f} | {evals['doctor_every_epoch']} "

@@ -33,11 +33,11 @@ class EvaluationSchedule:
     """Share of the training time the evaluations after the first ``DENSE`` may take; None: no thinning."""
     last_epoch: int | None = None
     clock: Callable[[], float] = time.perf_counter
-    evaluated: list[int] = field(default_factory=list)
-    skipped = 0
-    _since: float | None = None  # when the DENSE-th evaluation ended
-    _spent = 0.0  # seconds in evaluations since then
-    _last_cost = 0.0
+    evaluated: list[int] = field(default_factory=list, init=False)
+    skipped: int = field(default=0, init=False)
+    _since: float | None = field(default=None, init=False, repr=False)  # when the DENSE-th evaluation ended
+    _spent: float = field(default=0.0, init=False, repr=False)  # seconds in evaluations since then
+    _last_cost: float = field(default=0.0, init=False, repr=False)
 
     def due(self, epoch: int) -> bool:
         if self.every < 1 or epoch % self.every:
