@@ -116,9 +116,26 @@ def eager() -> Iterator[None]:
         if mode != ms.PYNATIVE_MODE:
             ms.set_context(mode=ms.PYNATIVE_MODE)
         yield
+    except BaseException:
+        _drop_pending_errors()
+        raise
     finally:
         if mode != ms.PYNATIVE_MODE:
             ms.set_context(mode=mode)
+
+
+def _drop_pending_errors() -> None:
+    """When an eager op fails, the ops queued after it in MindSpore's PyNative pipeline may fail too, and their
+    errors wait for the next op that syncs: the user's, later (MindSpore 2.10 CPU: a loss that reshapes to a whole
+    batch, called on a part of one, raised again 2-3 times in 20 at a later ``Parameter``). Wait them out here."""
+    from mindspore.common.api import _pynative_executor  # pylint: disable=import-outside-toplevel
+
+    for _ in range(16):
+        try:
+            _pynative_executor.sync()
+            return
+        except Exception:  # noqa: BLE001 - an error of the failed pass; the one it raised first is the one that leaves
+            continue
 
 
 SAMPLING_SWITCH = "_msd_sampling"

@@ -12,7 +12,7 @@ from mindspore.train import Callback, Model
 
 from mindspore_doctor.checks import CheckSkipped
 from mindspore_doctor.config import DoctorConfig
-from mindspore_doctor.forward import ModeSnapshot
+from mindspore_doctor.forward import ModeSnapshot, eager
 from mindspore_doctor.probes.evaluation import Evaluator, Probe, read_batches
 from mindspore_doctor.rules.evaluation import (
     evaluation_findings,
@@ -475,3 +475,23 @@ def test_a_network_that_mixes_the_samples_runs_its_partial_batch_eagerly():
     eager = Probe(net).measure(batches)
     for measured in (first, second):
         np.testing.assert_allclose(measured.outputs, eager.outputs, rtol=1e-5, atol=1e-6)
+
+
+def test_an_eager_pass_that_fails_leaves_no_error_for_the_users_next_op():
+    """An eager failure can leave the errors of the ops queued after it in MindSpore's PyNative pipeline, raised at
+    the user's next op that waits: ``eager()`` waits them out when its block fails."""
+    loss = _WholeBatchLoss()
+    surfaced = 0
+    for _ in range(40):
+        try:
+            with eager():
+                loss(ms.Tensor(np.zeros((2, 2), np.float32)), ms.Tensor(np.zeros(2, np.int32))).asnumpy()
+        except Exception:  # noqa: BLE001 - the pass fails, as it should
+            pass
+        for _ in range(3):  # the user's next ops
+            try:
+                ms.Parameter(ms.Tensor(np.zeros((32, 8), np.float32)), name="w").requires_grad = True
+                ms.Tensor(np.ones(3, np.float32)).reshape(3).asnumpy()
+            except Exception:  # noqa: BLE001 - what the user would have met
+                surfaced += 1
+    assert surfaced == 0

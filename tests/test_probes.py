@@ -195,9 +195,13 @@ def test_the_doctors_own_forward_passes_take_no_activation_sample(exec_mode):
     instrumentation.restore()
 
 
-def test_the_doctor_adds_no_second_compiled_graph():
-    """Probe steps run the same compiled step as the others: a second graph cost more memory than the budget."""
-    def compiled_graphs(doctor):
+@pytest.mark.parametrize("max_parameters, graphs", [(0, 1), (16, 2)], ids=["one-graph", "probe-phase"])
+def test_probe_steps_run_their_own_graph_only_on_a_small_network(max_parameters, graphs, monkeypatch):
+    """A larger network's probe steps run the same compiled step as the others (a second graph cost more memory
+    than the budget); a small one's run a graph of their own, and the other steps the user's own graph."""
+    monkeypatch.setattr(instrument, "PROBE_PHASE_MAX_PARAMETERS", max_parameters)
+
+    def trained(doctor):
         ms.set_seed(0)
         net = ConvReluDense()
         rng = np.random.default_rng(0)
@@ -206,11 +210,17 @@ def test_the_doctor_adds_no_second_compiled_graph():
         model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
                       nn.Momentum(net.trainable_params(), 0.01, 0.9))
         model.train(2, data, callbacks=[doctor] if doctor else [], dataset_sink_mode=False)
-        return len(model.train_network.compile_cache)
+        return model.train_network, [p.asnumpy() for p in net.trainable_params()]
 
     doctor = Doctor(probe_every=2, ignore=("MSD3",))
-    assert compiled_graphs(doctor) == compiled_graphs(None) == 1
-    assert len(doctor.history.probed()) == 5  # steps 1, 2, 4, 6, 8
+    probed, weights = trained(doctor)
+    plain, plain_weights = trained(None)
+    assert len(probed.compile_cache) == graphs and len(plain.compile_cache) == 1
+    assert probed.phase == plain.phase == "train"
+    assert all(np.array_equal(a, b) for a, b in zip(weights, plain_weights))
+    probed_steps = doctor.history.probed()
+    assert [s.step for s in probed_steps] == [1, 2, 4, 6, 8]
+    assert all(len(s.grad_rms) == 5 and list(s.activations) == ["relu", "head_act"] for s in probed_steps)
 
 
 # --- every optimizer MindSpore runs on CPU: same weights, gradients probed on every probe step ------------
@@ -262,10 +272,12 @@ def _weights_after(make_optimizer, doctor):
     return [p.asnumpy() for p in net.trainable_params()]
 
 
+@pytest.mark.parametrize("max_parameters", [16, 0], ids=["probe-phase", "one-graph"])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
-def test_every_optimizer_trains_bitwise_the_same_and_is_probed(name):
-    """The switch is control flow around the user's optimizer: a formulation MindSpore compiled wrongly
-    for AdamWeightDecay alone (lost probes, or an optimizer that stopped learning) is caught here."""
+def test_every_optimizer_trains_bitwise_the_same_and_is_probed(name, max_parameters, monkeypatch):
+    """The probes wrap the user's optimizer, with a switch or under a phase of their own: a formulation MindSpore
+    compiled wrongly for AdamWeightDecay alone (lost probes, or an optimizer that stopped learning) is caught here."""
+    monkeypatch.setattr(instrument, "PROBE_PHASE_MAX_PARAMETERS", max_parameters)
     doctor = Doctor(ignore=("MSD3",), probe_every=2)
     with_doctor = _weights_after(OPTIMIZERS[name], doctor)
     without = _weights_after(OPTIMIZERS[name], None)

@@ -2,9 +2,13 @@
 
 How it works (see docs/doctor.md, "How the probes work"):
 
-* One graph. The probes are part of the user's step, which compiles once,
-  as it would without the Doctor; a second compiled graph of the step (the
-  design before) cost more host memory on its own than the whole budget.
+* One graph, but for a small network. The probes are part of the user's step,
+  which compiles once, as it would without the Doctor; a second compiled graph
+  of a larger network's step cost more host memory on its own than the whole
+  budget. A network of at most 16 optimizer tensors trained through a train
+  cell in GRAPH mode runs its probe steps under a phase of their own
+  (``PROBE_PHASE``): MindSpore compiles that cell twice, once with the probes'
+  Python switches on, and the other steps run the user's own graph.
 * The optimizer's class is swapped, in place, for a subclass whose ``construct``
   calls the real one and, on probe steps only, also reduces each gradient to
   one sum. "Probe step" is a bool ``Parameter`` the host writes in place, read
@@ -144,6 +148,16 @@ def _optimizer_probe(self, gradients, *args, **kwargs):
     return F.depend(done, _written(self._msd_grad_sums, sums, self._msd_calls, calls))
 
 
+def _optimizer_probe_by_phase(self, gradients, *args, **kwargs):
+    """``_optimizer_probe`` for a train cell that runs probe steps under a phase of their own (``PROBE_PHASE``):
+    ``_msd_probe_now`` is a Python constant when the graph compiles, so the other steps run the user's graph."""
+    done = self._msd_inner(gradients, *args, **kwargs)
+    if self._msd_probe_now:
+        return F.depend(done, _written(self._msd_grad_sums, _optimizer_sums(self, gradients), self._msd_calls,
+                                       self._msd_calls + 1))
+    return done
+
+
 def _optimizer_probe_every_step(self, gradients, *args, **kwargs):
     """``_optimizer_probe`` without the switch, for small networks: the sums on every step cost less than the
     control flow of an ``if`` on a Parameter (see ``SUMS_EVERY_STEP_ELEMENTS``)."""
@@ -181,6 +195,15 @@ def _decay_probe(self, gradients):
     else:
         sums, calls = self._msd_decay_sums, self._msd_decay_calls
     return F.depend(decayed, _written(self._msd_decay_sums, sums, self._msd_decay_calls, calls))
+
+
+def _decay_probe_by_phase(self, gradients):
+    """``_decay_probe`` under a phase of its own (see ``_optimizer_probe_by_phase``)."""
+    decayed = self._msd_decay_weight(gradients)
+    if self._msd_probe_now:
+        return F.depend(decayed, _written(self._msd_decay_sums, _decayed_sums(self, decayed),
+                                          self._msd_decay_calls, self._msd_decay_calls + 1))
+    return decayed
 
 
 def _decay_probe_every_step(self, gradients):
@@ -331,6 +354,24 @@ def _gradients_first(optimizer_class: type) -> None:
         raise CannotProbe(f"{optimizer_class.__name__}.construct takes no positional gradients argument")
 
 
+PROBE_PHASE = "_msdoctor_probe"
+"""Appended to the train cell's phase on probe steps (``Instrumentation.train_cell``): MindSpore compiles and caches
+one graph per phase, so the other steps run the user's own graph, without a kernel of the Doctor's."""
+PROBE_PHASE_MAX_PARAMETERS = 16
+"""The most optimizer parameters (tensors) of a network whose probe steps run under ``PROBE_PHASE``."""
+PROBE_NOW = "_msd_probe_now"
+"""The probed optimizer's switch under ``PROBE_PHASE``: a Python bool, a constant of each phase's graph."""
+
+
+def _probe_phase_pays(train_cell: Any, optimizer: Any) -> bool:
+    """Whether probe steps get a compiled graph of their own (``PROBE_PHASE``): only a small network's. The other
+    steps then run without the probes' kernels, which on CPU cost ~10-15 us each per step, a third of a small MLP's
+    step; a second graph costs host memory by the network's size (corpus, peak RSS over the one-graph Doctor: MLPs of
+    4-10 tensors +1 to +7 MB, a CRNN of 16 +16 MB; attention models of 28-31 +42 to +51 MB, MobileNetV3 +44,
+    ShuffleNetV2 +88)."""
+    return isinstance(train_cell, nn.Cell) and len(optimizer.parameters) <= PROBE_PHASE_MAX_PARAMETERS
+
+
 _BUFFERS: "weakref.WeakKeyDictionary[nn.Cell, dict[str, Any]]" = weakref.WeakKeyDictionary()
 """Each probed cell's buffers, kept while the cell lives: a graph compiled with the probes in (a model trained
 again, a reused Doctor) keeps reading and writing these very Parameters, so a later run hands the same ones to the
@@ -395,7 +436,7 @@ class Instrumentation:
     named in ``unprobed`` (the optimizer under the key ``"optimizer"``), with the reason.
     """
 
-    def __init__(self, network: nn.Cell, optimizer: nn.Cell) -> None:
+    def __init__(self, network: nn.Cell, optimizer: nn.Cell, train_cell: Any = None) -> None:
         self.network = network
         self.optimizer = optimizer
         self.parameter_names = [p.name for p in optimizer.parameters]
@@ -408,8 +449,11 @@ class Instrumentation:
         """Parameters whose gradient the probed ``decay_weight`` reads (``_decay_probe``), not the probed construct."""
         self.unread_gradients = [] if self._read_at_decay else _gradients_left_unread(network, optimizer)
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
+        graph = ms.get_context("mode") == ms.GRAPH_MODE
+        self.train_cell = train_cell if graph and _probe_phase_pays(train_cell, optimizer) else None
+        """The train cell whose probe steps run under a phase of their own (``PROBE_PHASE``); None: one graph."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
-        self._sample_every_step = ms.get_context("mode") == ms.GRAPH_MODE
+        self._sample_every_step = graph and self.train_cell is None
         self.sums_every_step = (self._sample_every_step
                                 and sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS)
         """The optimizer's probe sums the gradients on every step, without a switch (``SUMS_EVERY_STEP_ELEMENTS``)."""
@@ -445,8 +489,10 @@ class Instrumentation:
         return 0 if calls is None else int(calls.item())  # item(): 0.4 us, asnumpy()[0]: 6.6 us
 
     def _swap(self, key: str, cell: nn.Cell, probe: Callable[..., Any], state: Callable[[], dict[str, Any]],
-              check: Callable[[type], None] = lambda cls: None, extra: dict[str, Any] | None = None) -> bool:
-        """Give ``cell`` its probed class; False (and ``unprobed[key]`` says why) when its class cannot take one."""
+              check: Callable[[type], None] = lambda cls: None, extra: dict[str, Any] | None = None,
+              switches: dict[str, Any] | None = None) -> bool:
+        """Give ``cell`` its probed class; False (and ``unprobed[key]`` says why) when its class cannot take one.
+        ``state`` makes the cell's buffers (kept for its life, ``_BUFFERS``); ``switches``, Python flags set anew."""
         try:
             check(type(cell))
             probed = probed_class(type(cell), probe, extra)
@@ -456,14 +502,17 @@ class Instrumentation:
         buffers = _BUFFERS.get(cell)
         if buffers is None:
             buffers = _BUFFERS[cell] = state()
-        self._undo.append(swap(cell, probed, buffers))
+        self._undo.append(swap(cell, probed, {**buffers, **(switches or {})}))
         return True
 
     def _install(self) -> None:
         optimizer, count, at_decay = self.optimizer, len(self.optimizer.parameters), bool(self._read_at_decay)
-        every_step = self.sums_every_step
-        probe, decay_probe = ((_optimizer_probe_every_step, _decay_probe_every_step) if every_step else
-                              (_optimizer_probe, _decay_probe))
+        if self.train_cell is not None:
+            probe, decay_probe = _optimizer_probe_by_phase, _decay_probe_by_phase
+        elif self.sums_every_step:
+            probe, decay_probe = _optimizer_probe_every_step, _decay_probe_every_step
+        else:
+            probe, decay_probe = _optimizer_probe, _decay_probe
         self._swap("optimizer", optimizer, probe, lambda: {
             "_msd_probing": free_parameter(np.array(False)),
             "_msd_grad_sums": free_parameter(np.zeros(count, np.float32)),
@@ -472,14 +521,13 @@ class Instrumentation:
                                for name in self.parameter_names),
             **({"_msd_decay_sums": free_parameter(np.zeros(count, np.float32)),
                 "_msd_decay_calls": free_parameter(np.zeros(1, np.int32))} if at_decay else {}),
-        }, check=_gradients_first, extra={"decay_weight": decay_probe,
-                                          "_msd_decay_weight": nn.Optimizer.decay_weight} if at_decay else None)
+        }, check=_gradients_first, switches={PROBE_NOW: False},
+            extra={"decay_weight": decay_probe, "_msd_decay_weight": nn.Optimizer.decay_weight} if at_decay else None)
         for path, cell in list(self.activations.items()):
             if not self._swap(path, cell, _activation_probe, lambda c=cell: {
                 "_msd_sample": free_parameter(_EMPTY_SAMPLE.asnumpy()),
                 "_msd_kind": activation_kind(c),
-                SAMPLING_SWITCH: self._sample_every_step,
-            }):
+            }, switches={SAMPLING_SWITCH: self._sample_every_step}):
                 del self.activations[path]
                 continue
             ops.assign(cell._msd_sample, _EMPTY_SAMPLE)  # pylint: disable=protected-access
@@ -497,13 +545,26 @@ class Instrumentation:
         if probing == self._probing:
             return
         self._probing = probing
-        if parameters and not self.sums_every_step:  # the every-step probe has no switch to read it
+        if self.train_cell is not None:
+            self._switch_phase(probing)
+            if parameters:
+                setattr(self.optimizer, PROBE_NOW, probing)
+        elif parameters and not self.sums_every_step:  # the every-step probe has no switch to read it
             # An in-place write: a graph compiled from the user's own ``@ms.jit`` function keeps reading the
             # flag's first storage, which ``set_data`` would replace (measured: the probes then never switch off).
             ops.assign(self.optimizer._msd_probing, Tensor(probing))  # pylint: disable=protected-access
         if not self._sample_every_step:
             for cell in self.activations.values():
                 setattr(cell, SAMPLING_SWITCH, probing)
+
+    def _switch_phase(self, probing: bool) -> None:
+        """Run the train cell's next call under its probe phase, or back under its own: each phase compiles once,
+        with the probes' Python switches as they are then."""
+        cell = self.train_cell
+        if probing:
+            cell.phase = cell.phase + PROBE_PHASE
+        elif cell.phase.endswith(PROBE_PHASE):
+            cell.phase = cell.phase[:-len(PROBE_PHASE)]
 
     def read_into(self, signals: StepSignals, updates_of: Collection[str] = ()) -> dict[str, np.ndarray]:
         """Fill ``signals`` with the statistics of the last probed step; no parameter statistics when the
@@ -521,6 +582,8 @@ class Instrumentation:
             stats = activation_stats(cell._msd_kind, cell._msd_sample.asnumpy(), order)  # pylint: disable=protected-access
             if stats is not None:
                 signals.activations[path] = stats
+        if self.train_cell is not None:  # back to the user's graph now: whatever runs before the next step too
+            self.set_probing(False)
         return updates
 
     def _read_parameters(self, before: list[np.ndarray], out: StepSignals, decay_read: bool) -> None:

@@ -187,7 +187,8 @@ class DoctorSession:
         elif optimizer is None:
             self._skipped(training_rules.PROBE_CODES, "no optimizer found in the train network.")
         else:
-            self._guard("training-probes", training_rules.PROBE_CODES, lambda: self._install(backbone, optimizer))
+            self._guard("training-probes", training_rules.PROBE_CODES,
+                        lambda: self._install(backbone, optimizer, args.train_network))
             # Only where no multi-probe rule could judge: an extra probe near the last regular one would judge
             # "persistent" conditions over a few steps, and a longer run hears which rules it missed (MSD002).
             needed = [n for code, n in training_rules.probes_needed(self.config).items() if self._wanted(code)]
@@ -256,10 +257,10 @@ class DoctorSession:
             judged = self._guard("network-inputs", ("MSD304",), lambda: check.judge(batch))
             self._emit(check.held if judged is None else judged)
 
-    def _install(self, backbone: Any, optimizer: Any) -> None:
+    def _install(self, backbone: Any, optimizer: Any, train_cell: Any) -> None:
         from mindspore_doctor.probes.instrument import Instrumentation
 
-        self._instrumentation = instrumentation = Instrumentation(backbone, optimizer)
+        self._instrumentation = instrumentation = Instrumentation(backbone, optimizer, train_cell)
         self._optimizer = optimizer
         self.history.parameter_order = list(instrumentation.parameter_names)
         self.history.parameter_shapes = dict(instrumentation.parameter_shapes)
