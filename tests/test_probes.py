@@ -195,11 +195,14 @@ def test_the_doctors_own_forward_passes_take_no_activation_sample(exec_mode):
     instrumentation.restore()
 
 
-@pytest.mark.parametrize("max_parameters, graphs", [(0, 1), (16, 2)], ids=["one-graph", "probe-phase"])
-def test_probe_steps_run_their_own_graph_only_on_a_small_network(max_parameters, graphs, monkeypatch):
+@pytest.mark.parametrize("max_parameters, max_growth, graphs", [(0, 0.5, 1), (16, 0.5, 2), (16, -1.0, 1)],
+                         ids=["one-graph", "probe-phase", "probe-phase-too-large"])
+def test_probe_steps_run_their_own_graph_only_on_a_small_network(max_parameters, max_growth, graphs, monkeypatch):
     """A larger network's probe steps run the same compiled step as the others (a second graph cost more memory
-    than the budget); a small one's run a graph of their own, and the other steps the user's own graph."""
+    than the budget); a small one's run a graph of their own, and the other steps the user's own graph, unless the
+    probe graph's compile grew the process too much: then it runs on every step."""
     monkeypatch.setattr(instrument, "PROBE_PHASE_MAX_PARAMETERS", max_parameters)
+    monkeypatch.setattr(instrument, "PROBE_PHASE_MAX_GROWTH", max_growth)
 
     def trained(doctor):
         ms.set_seed(0)

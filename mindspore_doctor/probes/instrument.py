@@ -359,6 +359,11 @@ PROBE_PHASE = "_msdoctor_probe"
 one graph per phase, so the other steps run the user's own graph, without a kernel of the Doctor's."""
 PROBE_PHASE_MAX_PARAMETERS = 16
 """The most optimizer parameters (tensors) of a network whose probe steps run under ``PROBE_PHASE``."""
+PROBE_PHASE_MAX_GROWTH = 0.5
+"""A first step whose compile grew the process by more than this fraction of its resident memory keeps running the
+probe graph (``Instrumentation.settle_probe_phase``). The user's graph compiled beside it cost 0.06-0.39 of the
+first step's growth on the corpus (a CRF unrolled over time steps: +382 MB on ~370 at the first step, +148 MB for the
+second graph; MLPs, LSTMs, a CRNN, DeepFM: +37 to +107 MB on ~410, then +2 to +20 MB)."""
 PROBE_NOW = "_msd_probe_now"
 """The probed optimizer's switch under ``PROBE_PHASE``: a Python bool, a constant of each phase's graph."""
 
@@ -369,7 +374,8 @@ def _probe_phase_pays(train_cell: Any, optimizer: Any) -> bool:
     step; a second graph costs host memory by the network's size (corpus, peak RSS over the one-graph Doctor: MLPs of
     4-10 tensors +1 to +7 MB, a CRNN of 16 +16 MB; attention models of 28-31 +42 to +51 MB, MobileNetV3 +44,
     ShuffleNetV2 +88)."""
-    return isinstance(train_cell, nn.Cell) and len(optimizer.parameters) <= PROBE_PHASE_MAX_PARAMETERS
+    return (isinstance(train_cell, nn.Cell) and len(optimizer.parameters) <= PROBE_PHASE_MAX_PARAMETERS
+            and sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS)
 
 
 _BUFFERS: "weakref.WeakKeyDictionary[nn.Cell, dict[str, Any]]" = weakref.WeakKeyDictionary()
@@ -458,6 +464,7 @@ class Instrumentation:
                                 and sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS)
         """The optimizer's probe sums the gradients on every step, without a switch (``SUMS_EVERY_STEP_ELEMENTS``)."""
         self._undo: list[Callable[[], None]] = []
+        self._probe_phase_only = False
         self._probing = False
         self._calls_before = (0, 0)
         self._weights_before: list[np.ndarray] | None = None
@@ -545,7 +552,9 @@ class Instrumentation:
         if probing == self._probing:
             return
         self._probing = probing
-        if self.train_cell is not None:
+        if self._probe_phase_only:
+            pass
+        elif self.train_cell is not None:
             self._switch_phase(probing)
             if parameters:
                 setattr(self.optimizer, PROBE_NOW, probing)
@@ -553,9 +562,18 @@ class Instrumentation:
             # An in-place write: a graph compiled from the user's own ``@ms.jit`` function keeps reading the
             # flag's first storage, which ``set_data`` would replace (measured: the probes then never switch off).
             ops.assign(self.optimizer._msd_probing, Tensor(probing))  # pylint: disable=protected-access
-        if not self._sample_every_step:
+        if not self._sample_every_step and not self._probe_phase_only:
             for cell in self.activations.values():
                 setattr(cell, SAMPLING_SWITCH, probing)
+
+    def settle_probe_phase(self, resident_before_mb: float, resident_after_mb: float) -> None:
+        """After the first step (a probe step), from the process's resident memory before and after it: when the
+        probe graph's compile grew it by more than ``PROBE_PHASE_MAX_GROWTH`` of what it held, every step runs the
+        probe graph from now on, as the one-graph design runs this network's probes on every step, rather than
+        compiling the user's graph beside it."""
+        if (self.train_cell is not None and self._probing
+                and resident_after_mb - resident_before_mb > PROBE_PHASE_MAX_GROWTH * resident_before_mb):
+            self._probe_phase_only = True
 
     def _switch_phase(self, probing: bool) -> None:
         """Run the train cell's next call under its probe phase, or back under its own: each phase compiles once,
@@ -613,8 +631,11 @@ class Instrumentation:
             out.update_ratio[name] = float(update_mean_abs / weight_mean_abs) if weight_mean_abs > 0 else float("inf")
 
     def restore(self) -> None:
-        """Put back every swapped class, whatever else fails on the way."""
+        """Put back every swapped class and the train cell's phase, whatever else fails on the way."""
         try:
+            if self.train_cell is not None:
+                self._probe_phase_only = False
+                self._switch_phase(False)
             if self.optimizer_probed and self._undo:
                 self.set_probing(False)  # a graph compiled with the probes keeps them: leave them switched off
         finally:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 from functools import lru_cache
 from typing import Any
 
@@ -11,6 +12,15 @@ def _malloc_trim() -> Any:
     try:
         return ctypes.CDLL(None).malloc_trim  # glibc; None elsewhere (macOS, musl, Windows)
     except (AttributeError, OSError, TypeError):  # TypeError: Windows takes no CDLL(None)
+        return None
+
+
+def resident_mb() -> float | None:
+    """This process's resident memory now, in MB; None where ``/proc`` does not say (not Linux)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError, AttributeError):
         return None
 
 

@@ -35,7 +35,7 @@ from mindspore_doctor.rules import training as training_rules
 from mindspore_doctor.signals import StepSignals, TrainingHistory
 from mindspore_doctor.static.start_state import mark_trained, start_state
 from mindspore_doctor.training.evaluation_schedule import EvaluationSchedule
-from mindspore_doctor.training.memory import give_back_freed_memory
+from mindspore_doctor.training.memory import give_back_freed_memory, resident_mb
 from mindspore_doctor.training.outputs import RunOutputs
 from mindspore_doctor.training.sigterm import SigtermReport, TrainingTerminated
 
@@ -114,6 +114,7 @@ class DoctorSession:
         self._eval_schedule: EvaluationSchedule | None = None  # the epochs it evaluates at
         self._input_check: Any = None  # runners.network_inputs.NetworkInputCheck: MSD304 held until the first step
         self._data_check: tuple[Any, Any, Any] | None = None  # (train_dataset, backbone, loss_fn): after the first step
+        self._resident_before_first_step: float | None = None  # MB, where the probe steps have a graph of their own
         self._eval_target: tuple[Any, Any] = (None, None)  # (backbone, loss_fn) it evaluates
         self._args: Any = None  # the run's state object, for ending it from a signal handler
         self._ending = False
@@ -305,14 +306,24 @@ class DoctorSession:
         self._probing = (self._force_probe or step == 1 or step % self.config.probe_every == 0
                          or step == self._final_probe)
         self._force_probe = False
+        if self._data_check is not None and self._instrumentation.train_cell is not None:  # the first step
+            self._resident_before_first_step = resident_mb()
         self._guard("training-probes", training_rules.PROBE_CODES,
                     lambda: self._instrumentation.set_probing(self._probing))
+
+    def _settle_probe_phase(self) -> None:
+        before, self._resident_before_first_step = self._resident_before_first_step, None
+        after = resident_mb() if before is not None else None
+        if after is not None:
+            self._guard("training-probes", training_rules.PROBE_CODES,
+                        lambda: self._instrumentation.settle_probe_phase(before, after))
 
     def step_end(self, args: Any) -> None:
         self._emit(self.ranks.on_step_end(args))  # before any early return: a collective every N steps
         signals = StepSignals(step=int(args.cur_step_num), epoch=int(args.cur_epoch_num))
         reads = self._guard("read-loss", ("MSD201", "MSD214"), lambda: self._loss_reader.record(args.net_outputs))
         if self._data_check is not None:  # the first step, finished (its loss read): its compile's scratch goes back
+            self._settle_probe_phase()
             give_back_freed_memory()
             self._run_data_checks(getattr(args, "train_dataset_element", None))
         if reads is None:
