@@ -127,7 +127,7 @@ def eager() -> Iterator[None]:
 def _drop_pending_errors() -> None:
     """When an eager op fails, the ops queued after it in MindSpore's PyNative pipeline may fail too, and their
     errors wait for the next op that syncs: the user's, later (MindSpore 2.10 CPU: a loss that reshapes to a whole
-    batch, called on a part of one, raised again 2-3 times in 20 at a later ``Parameter``). Wait them out here."""
+    batch, called on a part of one, raised again 1-4 times in 40 at the user's next ops). Wait them out here."""
     from mindspore.common.api import _pynative_executor  # pylint: disable=import-outside-toplevel
 
     for _ in range(16):

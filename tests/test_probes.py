@@ -331,3 +331,25 @@ def test_activation_kinds_cover_mint_cells_and_user_subclasses():
     assert activation_kind(mint.nn.GELU()) == "gelu" and activation_kind(mint.nn.ReLU()) == "relu"
     assert activation_kind(MyReLU()) == "relu"
     assert activation_kind(nn.Dense(2, 2)) is None and activation_kind(nn.LeakyReLU()) is None
+
+
+def test_a_run_that_raises_in_a_probe_step_puts_the_train_cells_phase_back():
+    """The Doctor set the probe phase at the step's begin; another callback raises before the step runs: the train
+    cell is left under its own phase, and the user's error goes on."""
+    from mindspore.train.callback import Callback
+
+    class Interrupt(Callback):
+        def on_train_step_begin(self, run_context):
+            raise KeyboardInterrupt
+
+    ms.set_seed(0)
+    net = TinyMLP()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 8)).astype(np.float32)
+    data = ds.NumpySlicesDataset({"x": x, "label": (x[:, 0] > 0).astype(np.int32)}, shuffle=False).batch(16)
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), nn.SGD(net.trainable_params()))
+    with pytest.raises(KeyboardInterrupt):
+        model.train(1, data, callbacks=[Doctor(ignore=("MSD3",)), Interrupt()], dataset_sink_mode=False)
+    assert model.train_network.phase == "train"
+    model.train(1, data, dataset_sink_mode=False)  # trains on, without the Doctor
+    assert len(model.train_network.compile_cache) == 1

@@ -5,10 +5,11 @@ How it works (see docs/doctor.md, "How the probes work"):
 * One graph, but for a small network. The probes are part of the user's step,
   which compiles once, as it would without the Doctor; a second compiled graph
   of a larger network's step cost more host memory on its own than the whole
-  budget. A network of at most 16 optimizer tensors trained through a train
-  cell in GRAPH mode runs its probe steps under a phase of their own
-  (``PROBE_PHASE``): MindSpore compiles that cell twice, once with the probes'
-  Python switches on, and the other steps run the user's own graph.
+  budget. A network of at most 16 optimizer tensors and 2^20 weights trained
+  through a train cell in GRAPH mode runs its probe steps under a phase of
+  their own (``PROBE_PHASE``): MindSpore compiles that cell twice, once with the
+  probes' Python switches on, and the other steps run the user's own graph
+  (unless the first graph proved too large: ``settle_probe_phase``).
 * The optimizer's class is swapped, in place, for a subclass whose ``construct``
   calls the real one and, on probe steps only, also reduces each gradient to
   one sum. "Probe step" is a bool ``Parameter`` the host writes in place, read
@@ -552,12 +553,11 @@ class Instrumentation:
         if probing == self._probing:
             return
         self._probing = probing
-        if self._probe_phase_only:
-            pass
-        elif self.train_cell is not None:
-            self._switch_phase(probing)
-            if parameters:
-                setattr(self.optimizer, PROBE_NOW, probing)
+        if self.train_cell is not None:
+            if not self._probe_phase_only:  # else the probe graph, compiled with its switches on, runs every step
+                self._switch_phase(probing)
+                if parameters:
+                    setattr(self.optimizer, PROBE_NOW, probing)
         elif parameters and not self.sums_every_step:  # the every-step probe has no switch to read it
             # An in-place write: a graph compiled from the user's own ``@ms.jit`` function keeps reading the
             # flag's first storage, which ``set_data`` would replace (measured: the probes then never switch off).
