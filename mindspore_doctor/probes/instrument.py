@@ -149,22 +149,16 @@ def _optimizer_probe(self, gradients, *args, **kwargs):
     return F.depend(done, _written(self._msd_grad_sums, sums, self._msd_calls, calls))
 
 
-def _optimizer_probe_by_phase(self, gradients, *args, **kwargs):
-    """``_optimizer_probe`` for a train cell that runs probe steps under a phase of their own (``PROBE_PHASE``):
-    ``_msd_probe_now`` is a Python constant when the graph compiles, so the other steps run the user's graph."""
+def _optimizer_probe_constant(self, gradients, *args, **kwargs):
+    """``_optimizer_probe`` with a Python switch, ``_msd_probe_now``, a constant when the graph compiles: under a phase
+    of its own (``PROBE_PHASE``) the other steps run the user's graph; always on, the sums run on every step, for
+    small networks, where they cost less than the control flow of an ``if`` on a Parameter
+    (``SUMS_EVERY_STEP_ELEMENTS``)."""
     done = self._msd_inner(gradients, *args, **kwargs)
     if self._msd_probe_now:
         return F.depend(done, _written(self._msd_grad_sums, _optimizer_sums(self, gradients), self._msd_calls,
                                        self._msd_calls + 1))
     return done
-
-
-def _optimizer_probe_every_step(self, gradients, *args, **kwargs):
-    """``_optimizer_probe`` without the switch, for small networks: the sums on every step cost less than the
-    control flow of an ``if`` on a Parameter (see ``SUMS_EVERY_STEP_ELEMENTS``)."""
-    done = self._msd_inner(gradients, *args, **kwargs)
-    return F.depend(done, _written(self._msd_grad_sums, _optimizer_sums(self, gradients), self._msd_calls,
-                                   self._msd_calls + 1))
 
 
 @_grad_sums.register("Tensor", "Bool", "Tensor", "Tensor")
@@ -198,20 +192,13 @@ def _decay_probe(self, gradients):
     return F.depend(decayed, _written(self._msd_decay_sums, sums, self._msd_decay_calls, calls))
 
 
-def _decay_probe_by_phase(self, gradients):
-    """``_decay_probe`` under a phase of its own (see ``_optimizer_probe_by_phase``)."""
+def _decay_probe_constant(self, gradients):
+    """``_decay_probe`` with a Python switch (see ``_optimizer_probe_constant``)."""
     decayed = self._msd_decay_weight(gradients)
     if self._msd_probe_now:
         return F.depend(decayed, _written(self._msd_decay_sums, _decayed_sums(self, decayed),
                                           self._msd_decay_calls, self._msd_decay_calls + 1))
     return decayed
-
-
-def _decay_probe_every_step(self, gradients):
-    """``_decay_probe`` without the switch (see ``_optimizer_probe_every_step``)."""
-    decayed = self._msd_decay_weight(gradients)
-    return F.depend(decayed, _written(self._msd_decay_sums, _decayed_sums(self, decayed), self._msd_decay_calls,
-                                      self._msd_decay_calls + 1))
 
 
 def _unit_stride(units):
@@ -366,7 +353,8 @@ probe graph (``Instrumentation.settle_probe_phase``). The user's graph compiled 
 first step's growth on the corpus (a CRF unrolled over time steps: +382 MB on ~370 at the first step, +148 MB for the
 second graph; MLPs, LSTMs, a CRNN, DeepFM: +37 to +107 MB on ~410, then +2 to +20 MB)."""
 PROBE_NOW = "_msd_probe_now"
-"""The probed optimizer's switch under ``PROBE_PHASE``: a Python bool, a constant of each phase's graph."""
+"""The probed optimizer's Python switch (``_optimizer_probe_constant``): a constant of each phase's graph under
+``PROBE_PHASE``, always on with the sums on every step."""
 
 
 def _probe_phase_pays(train_cell: Any, optimizer: Any) -> bool:
@@ -515,12 +503,9 @@ class Instrumentation:
 
     def _install(self) -> None:
         optimizer, count, at_decay = self.optimizer, len(self.optimizer.parameters), bool(self._read_at_decay)
-        if self.train_cell is not None:
-            probe, decay_probe = _optimizer_probe_by_phase, _decay_probe_by_phase
-        elif self.sums_every_step:
-            probe, decay_probe = _optimizer_probe_every_step, _decay_probe_every_step
-        else:
-            probe, decay_probe = _optimizer_probe, _decay_probe
+        switched = self.train_cell is None and not self.sums_every_step  # the switch is a Parameter
+        probe, decay_probe = ((_optimizer_probe, _decay_probe) if switched else
+                              (_optimizer_probe_constant, _decay_probe_constant))
         self._swap("optimizer", optimizer, probe, lambda: {
             "_msd_probing": free_parameter(np.array(False)),
             "_msd_grad_sums": free_parameter(np.zeros(count, np.float32)),
@@ -529,7 +514,7 @@ class Instrumentation:
                                for name in self.parameter_names),
             **({"_msd_decay_sums": free_parameter(np.zeros(count, np.float32)),
                 "_msd_decay_calls": free_parameter(np.zeros(1, np.int32))} if at_decay else {}),
-        }, check=_gradients_first, switches={PROBE_NOW: False},
+        }, check=_gradients_first, switches={PROBE_NOW: self.sums_every_step},
             extra={"decay_weight": decay_probe, "_msd_decay_weight": nn.Optimizer.decay_weight} if at_decay else None)
         for path, cell in list(self.activations.items()):
             if not self._swap(path, cell, _activation_probe, lambda c=cell: {
