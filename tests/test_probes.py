@@ -63,6 +63,32 @@ def test_a_nonfinite_output_is_flagged():
     assert activation_stats("gelu", _padded(values), order=0).nonfinite == 1
 
 
+def test_a_full_sample_has_no_padding_to_drop():
+    values = np.arange(SAMPLE_ROWS * SAMPLE_COLS, dtype=np.float32).reshape(SAMPLE_ROWS, SAMPLE_COLS) - 100.0
+    stats = activation_stats("relu", values, order=1)
+    assert stats.units == SAMPLE_COLS and stats.dead_fraction == pytest.approx(101 / values.size)
+    assert stats.mean_abs == float(np.abs(values.astype(np.float64)).mean())
+
+
+def test_packed_host_sums_are_the_chunked_ones_bit_for_bit():
+    """A probe step reads every weight's |w| and |update| sums; packing the small ones into one scratch pass must
+    give the numbers the per-tensor chunked pass gives, the tensors larger than the scratch, empty ones and NaN
+    included."""
+    rng = np.random.default_rng(0)
+    sizes = [300, 0, 7, 1000, 2500, 64, 999, 1, 4096, 33]
+    arrays = [(rng.standard_normal(n) * 10.0 ** rng.uniform(-4, 4)).astype(np.float32) for n in sizes]
+    arrays[4][17] = np.nan
+    minus = [None if i % 3 else (a + np.float32(1e-3)).astype(np.float32) for i, a in enumerate(arrays)]
+    sums = instrument._AbsSums(len(arrays))
+    sums.scratch = np.empty(1024, np.float64)  # small: the arrays pack, flush and take the chunked pass
+    expected = [instrument._abs_sum_max(a, np.empty(1024, np.float64), m) for a, m in zip(arrays, minus)]
+    for i, (a, m) in enumerate(zip(arrays, minus)):
+        sums.add(i, a, m)
+    got = sums.finish()
+    assert str(got) == str(expected)  # str: NaN == NaN
+    assert got[1] == (0.0, 0.0) and np.isnan(got[4][0])
+
+
 # --- the sample the compiled step takes -----------------------------------------------------------
 
 

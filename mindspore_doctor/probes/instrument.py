@@ -276,6 +276,50 @@ def _update_sample(weight: Parameter) -> np.ndarray:
     return _strided(weight.asnumpy().reshape(-1))
 
 
+class _AbsSums:
+    """``_abs_sum_max`` of a series of arrays, to the same bits: the arrays that fit are copied side by side into
+    the scratch and take one ``abs`` pass together (a small network's numpy calls per tensor were most of a probe
+    step's read), the larger ones go through it in chunks. Each array is copied as it comes: a weight's host read
+    is not held while the next is taken."""
+
+    def __init__(self, count: int) -> None:
+        self.scratch = np.empty(_CHUNK, np.float64)
+        self.results: list[tuple[float, float]] = [(0.0, 0.0)] * count
+        self._packed: list[tuple[int, int, int]] = []  # (array, start, size) in the scratch
+        self._end = 0
+
+    def add(self, index: int, values: np.ndarray, minus: np.ndarray | None = None) -> None:
+        size = values.size
+        if size == 0:
+            return
+        if size > self.scratch.size:
+            self._flush()
+            self.results[index] = _abs_sum_max(values, self.scratch, minus)
+            return
+        if self._end + size > self.scratch.size:
+            self._flush()
+        part = self.scratch[self._end:self._end + size]
+        part[:] = values
+        if minus is not None:
+            part -= minus
+        self._packed.append((index, self._end, size))
+        self._end += size
+
+    def finish(self) -> list[tuple[float, float]]:
+        self._flush()
+        return self.results
+
+    def _flush(self) -> None:
+        if not self._packed:
+            return
+        packed = self.scratch[:self._end]
+        np.abs(packed, out=packed)
+        for index, start, size in self._packed:
+            part = packed[start:start + size]
+            self.results[index] = (float(part.sum()), float(part.max()))  # max >= 0 of |x|; NaN propagates
+        self._packed, self._end = [], 0
+
+
 def _abs_sum_max(values: np.ndarray, scratch: np.ndarray, minus: np.ndarray | None = None) -> tuple[float, float]:
     """(sum, max) of ``|values - minus|`` in float64, in chunks through ``scratch``: no full-size temporary.
 
@@ -304,8 +348,12 @@ def _activation_probe(self, x, *args, **kwargs):
 
 def activation_stats(kind: str, sample: np.ndarray, order: int) -> ActivationStats | None:
     """Statistics of one activation's output sample; None when the cell never ran (all padding)."""
-    sample = sample[~np.all(sample == SAMPLE_PAD, axis=1)]
-    values = sample[:, ~np.all(sample == SAMPLE_PAD, axis=0)].astype(np.float64)
+    pad = sample == SAMPLE_PAD
+    if pad.any():  # the output was smaller than the sample
+        rows = ~pad.all(axis=1)
+        values = sample[rows][:, ~pad[rows].all(axis=0)].astype(np.float64)
+    else:
+        values = sample.astype(np.float64)
     if values.size == 0:
         return None
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf are signals here
@@ -596,12 +644,16 @@ class Instrumentation:
             decay_sums = self.optimizer._msd_decay_sums.asnumpy()  # pylint: disable=protected-access
             grad_sums = np.where([name in self._read_at_decay for name in self.parameter_names], decay_sums, grad_sums)
         unread = set(self.unread_gradients) | (set() if decay_read else self._read_at_decay)
-        scratch = np.empty(_CHUNK, np.float64)
+        weight_sums, update_sums = _AbsSums(len(before)), _AbsSums(len(before))
+        for i, weight in enumerate(self.optimizer.parameters):
+            values = weight.asnumpy().reshape(-1)  # one host read per weight: each costs ~6 us beyond its copy
+            weight_sums.add(i, values)
+            update_sums.add(i, _strided(values), minus=before[i])
+        weight_sums, update_sums = weight_sums.finish(), update_sums.finish()
         for i, (name, weight) in enumerate(zip(self.parameter_names, self.optimizer.parameters)):
             size = max(1, weight.size)
-            values = weight.asnumpy().reshape(-1)  # one host read per weight: each costs ~6 us beyond its copy
-            weight_abs, _ = _abs_sum_max(values, scratch)
-            update_abs, update_max_abs = _abs_sum_max(_strided(values), scratch, minus=before[i])
+            weight_abs, _ = weight_sums[i]
+            update_abs, update_max_abs = update_sums[i]
             weight_mean_abs = weight_abs / size
             if name not in unread:
                 square_sum = 2.0 * grad_sums[i]

@@ -11,6 +11,7 @@ switched off.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import math
@@ -399,8 +400,11 @@ class DoctorSession:
         tail = ((config.plateau_windows + 1) * config.loss_window + config.diverge_smoothing
                 + config.probe_every * (max(training_rules.probes_needed(config).values()) + 1))
         steps = self.history.steps
-        view = steps if len(steps) <= head + tail else steps[:head] + steps[-tail:]
-        return dataclasses.replace(self.history, steps=view)
+        if len(steps) <= head + tail:
+            return self.history
+        view = copy.copy(self.history)  # dataclasses.replace re-runs __init__: half of this method's time
+        view.steps = steps[:head] + steps[-tail:]
+        return view
 
     def _evaluate(self, history: TrainingHistory, codes: Iterable[str] | None = None, count: bool = True) -> None:
         """Run the rules on ``history``; log what is new, and tell the lifecycle which findings still hold.
@@ -424,6 +428,8 @@ class DoctorSession:
                 current = training_rules.CURRENT_RULES.get(rule_codes[0])
                 if current is None or found is None:
                     continue
+                if current is not rule and not any(f.code == rule_codes[0] for f in self.report.findings):
+                    continue  # the lifecycle reads a code's current form only for that code's findings
                 now = (found if current is rule else
                        self._guard(name, rule_codes, lambda: current(history, self.config)))
                 if now is not None:

@@ -116,8 +116,9 @@ def finite(x: float | None) -> bool:
 
 def finite_losses(history: TrainingHistory) -> list[tuple[int, float]]:
     """(step, loss) of every step with a finite loss, in order (shared: read it, do not change it)."""
-    return shared(history, "finite_losses", lambda: [(s.step, s.loss) for s in history.steps
-                                                     if s.loss is not None and math.isfinite(s.loss)])
+    isfinite = math.isfinite
+    return shared(history, "finite_losses", lambda: [(s.step, loss) for s in history.steps
+                                                     if (loss := s.loss) is not None and isfinite(loss)])
 
 
 def measured_steps(history: TrainingHistory) -> list[StepSignals]:
