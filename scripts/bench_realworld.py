@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # benchmarks/ (nothing heavy is imported at module level)
 
 from benchmarks.cpu import pin_cpu_isa  # noqa: E402
-from benchmarks.realworld.bench import discover, markdown, print_summary, run_one, score  # noqa: E402
+from benchmarks.realworld.bench import PAIRED_STEPS, discover, markdown, print_summary, run_one, score  # noqa: E402
 from benchmarks.report import DOC, run_meta, write_doc, write_json  # noqa: E402
 
 
@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="parallel programs (default 1: they are heavy)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per program (YOLOv8-n took 1991 s "
                         "alone on a slow 2-core machine)")
-    parser.add_argument("--paired-steps", type=int, help="steps per variant in the paired timing "
-                        "(default 60; 0 with --fast)")
+    parser.add_argument("--paired-steps", type=int, help="steps per variant in the paired timing, at most the "
+                        f"program's own run (default {PAIRED_STEPS}; 0 with --fast)")
     parser.add_argument("--json", type=Path, help="write the scored results here")
     parser.add_argument("--write-docs", action="store_true", help=f"rewrite the corpus section of {DOC.relative_to(ROOT)}")
     parser.add_argument("--keep", type=Path, help="keep each program's raw result and log in this folder")
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     names = discover(args.only, args.fast)
-    paired_steps = args.paired_steps if args.paired_steps is not None else (0 if args.fast else 60)
+    paired_steps = args.paired_steps if args.paired_steps is not None else (0 if args.fast else PAIRED_STEPS)
     workdir = Path(tempfile.mkdtemp(prefix="bench_realworld_")) if args.keep is None else args.keep
     workdir.mkdir(parents=True, exist_ok=True)
     doctor_path = None

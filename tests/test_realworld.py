@@ -79,6 +79,7 @@ def test_scorer_counts_alarms_by_source_and_ignores_info_and_resolved_findings()
     assert totals["effect_failures"] == ["b"] and totals["weights_changed"] == ["c"]
     assert (totals["trained"], totals["linted_only"]) == (3, 1)
     assert totals["median_step_ratio"] == 1.2 and totals["median_rss_ratio"] == pytest.approx(1.1)
+    assert totals["median_mean_step_ratio"] == 1.3 and totals["max_mean_step_ratio"] == 1.3
     assert totals["median_rss_same_process_ratio"] == pytest.approx(1.2) and totals["rss_not_measured"] == []
     assert totals["median_run_ratio"] == pytest.approx(1.3) and scored["rows"][3]["run_ratio"] is None
 

@@ -26,6 +26,9 @@ from benchmarks.realworld import lint_only
 from benchmarks.report import ALARM, REALWORLD_SECTION, ROOT, code_list, literal_keywords, number
 
 PROGRAMS = ROOT / "benchmarks" / "realworld" / "programs"
+PAIRED_STEPS = 200
+"""Steps of each variant in the paired timing (at most the program's own run): 18 timed blocks of 10 and the
+default probe cadence, where 60 steps left 4 blocks, one of them a probe step's."""
 
 
 def discover(only: list[str] | None, fast: bool) -> list[str]:
@@ -153,6 +156,7 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
     valid = [row for row in rows if "failed" not in row]
     trained = [row for row in valid if row["trained"]]
     ratios = [row["step_ratio"] for row in trained if row["step_ratio"]]
+    means = [row["mean_step_ratio"] for row in trained if row["mean_step_ratio"]]
     rss = [row["rss_ratio"] for row in trained if row["rss_ratio"]]
     rss_same = [row["rss_same_process_ratio"] for row in trained if row["rss_same_process_ratio"]]
     runs = [row["run_ratio"] for row in trained if row["run_ratio"]]
@@ -170,6 +174,8 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
         "weights_not_reproducible": [row["name"] for row in trained if row["weights_identical"] is None],
         "median_step_ratio": statistics.median(ratios) if ratios else None,
         "max_step_ratio": max(ratios) if ratios else None,
+        "median_mean_step_ratio": statistics.median(means) if means else None,
+        "max_mean_step_ratio": max(means) if means else None,
         "median_rss_ratio": statistics.median(rss) if rss else None,
         "max_rss_ratio": max(rss) if rss else None,
         "rss_not_measured": [row["name"] for row in trained if not row["rss_ratio"]],
@@ -217,6 +223,8 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
         f"(not reproducible without it: {len(t['weights_not_reproducible'])}) | 0 |",
         f"| Doctor / plain step time, paired, median (max) over trained models | {number(t['median_step_ratio'])} "
         f"({number(t['max_step_ratio'])}) | |",
+        f"| the same, mean step (probe steps included), median (max) over trained models | "
+        f"{number(t.get('median_mean_step_ratio'))} ({number(t.get('max_mean_step_ratio'))}) | 1.03 (1.05) |",
         f"| Doctor / plain whole training call (evaluations, checks, report included), median (max), fresh "
         f"processes | {number(t.get('median_run_ratio'))} ({number(t.get('max_run_ratio'))}) | |",
         f"| Doctor / plain peak RSS, median (max), fresh processes | {number(t['median_rss_ratio'])} "
@@ -228,17 +236,19 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
     if t["failed_to_run"]:
         lines += [f"Programs that did not produce a result: {', '.join(t['failed_to_run'])}.", ""]
     lines += ["| model | library | covers | steps | lint alarms | training alarms | resolved by the end | effect | "
-              "step ratio | run ratio | RSS ratio | weights |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "step ratio | mean step ratio | run ratio | RSS ratio | weights |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in scored["rows"]:
         if "failed" in row:
-            lines.append(f"| {row['name']} | did not run: {row['failed']} | | | | | | | | | | |")
+            lines.append(f"| {row['name']} | did not run: {row['failed']} | | | | | | | | | | | |")
             continue
         effect = "-" if row["effect_ok"] is None else "ok" if row["effect_ok"] else "FAILED"
         lines.append(f"| {row['name']}{' ⚡' if row['fast'] else ''} | {row['library'].split(' (')[0]} | "
                      f"{', '.join(row['covers'])} | {row['steps'] or 'lint only'} | {code_list(row['lint_alarms'])} | "
                      f"{code_list(row['doctor_alarms']) if row['trained'] else '-'} | "
                      f"{code_list(row['resolved'])} | {effect} | "
-                     f"{number(row['step_ratio'])} | {number(row.get('run_ratio'))} | {number(row['rss_ratio'])} | "
+                     f"{number(row['step_ratio'])} | {number(row.get('mean_step_ratio'))} | "
+                     f"{number(row.get('run_ratio'))} | {number(row['rss_ratio'])} | "
                      f"{_weights(row['weights_identical']) if row['trained'] else '-'} |")
     alarms = [(row["name"], a) for row in scored["rows"] if "failed" not in row for a in row["alarm_messages"]]
     if alarms:
@@ -247,8 +257,10 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
         lines += ["", "Why each remaining finding is a real problem: `docs/benchmark-notes.md`, \"What remains\"."]
     lines += ["", "⚡ = in the CI subset (`--fast`, `tests/test_realworld.py`). Step ratio: median Doctor step over the",
               "median plain step, both stepped in alternating blocks of 10 in one process (`scripts/bench_overhead.py`'s",
-              "paired timing). Run ratio: the whole training call (`Model.train` with the Doctor's checks before the",
-              "first step, its evaluations on the eval split at each epoch end and its end-of-run report) in the",
+              f"paired timing), over the program's own run or its first {PAIRED_STEPS} steps, the compiling blocks left",
+              "out; mean step ratio: the same with mean steps, the probe steps (one in 50) included. Run ratio: the",
+              "whole training call (`Model.train` with the Doctor's checks before the first step, its evaluations",
+              "on the eval split at each epoch end and its end-of-run report) in the",
               "RSS ratio's two fresh processes, Doctor over plain; one run each, so good to ~10-20 % on this machine.",
               "RSS ratio: peak RSS (`ru_maxrss`) of a fresh process that trains the model once under",
               "`Doctor()` over that of a fresh process that trains it once plain, as a user runs one or the other",
@@ -266,7 +278,7 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
 def print_summary(scored: dict[str, Any]) -> None:
     t = scored["totals"]
     width = max((len(r["name"]) for r in scored["rows"]), default=10)
-    print(f"{'model':<{width}}  ok  steps  lint-alarms  training-alarms  effect  step-ratio  rss-ratio  weights"
+    print(f"{'model':<{width}}  ok  steps  lint-alarms  training-alarms  effect  step-ratio (mean)  rss-ratio  weights"
           "  (rss-ratio: fresh processes; same process in brackets)")
     for row in scored["rows"]:
         if "failed" in row:
@@ -276,7 +288,7 @@ def print_summary(scored: dict[str, Any]) -> None:
         effect = "-" if row["effect_ok"] is None else "ok" if row["effect_ok"] else "FAILED"
         print(f"{row['name']:<{width}}  {'!!' if bad else 'ok'}  {row['steps'] or '-':>5}  "
               f"{code_list(row['lint_alarms']):<11}  {code_list(row['doctor_alarms']):<15}  {effect:<6}  "
-              f"{number(row['step_ratio']):>10}  {number(row['rss_ratio']):>9}  "
+              f"{number(row['step_ratio']):>10} ({number(row['mean_step_ratio'])})  {number(row['rss_ratio']):>9}  "
               f"{_weights(row['weights_identical']) if row['trained'] else '-'}  ({row['process_s']:.0f} s)"
               + (f"  [same process {number(row['rss_same_process_ratio'])}]" if row["rss_same_process_ratio"] else ""))
         if row["rss_mb"]:
@@ -297,7 +309,8 @@ def print_summary(scored: dict[str, Any]) -> None:
           f"architectures): did not run {len(t['failed_to_run'])}, with alarms {len(t['with_alarms'])}, "
           f"effect failures {len(t['effect_failures'])}, "
           f"crashes {len(t['crashes'])}, MSD001 {len(t['internal_errors'])}, weights changed "
-          f"{len(t['weights_changed'])}, median step ratio {number(t['median_step_ratio'])}, "
+          f"{len(t['weights_changed'])}, median step ratio {number(t['median_step_ratio'])} (mean steps: median "
+          f"{number(t.get('median_mean_step_ratio'))}, max {number(t.get('max_mean_step_ratio'))}), "
           f"median run ratio {number(t.get('median_run_ratio'))} (max {number(t.get('max_run_ratio'))}), "
           f"median RSS ratio {number(t['median_rss_ratio'])} (max {number(t['max_rss_ratio'])}; same process "
           f"{number(t['median_rss_same_process_ratio'])})")

@@ -1,6 +1,6 @@
 """Run one real-code corpus program in this process: lint, plain training (the effect check), ``Doctor()``, timing.
 
-    python -m benchmarks.realworld.runner NAME --out result.json [--paired-steps 60]
+    python -m benchmarks.realworld.runner NAME --out result.json [--paired-steps 200]
     python -m benchmarks.realworld.runner NAME --rss plain|doctor --out rss.json
 
 Lint: ``lint(network, loss_fn=, optimizer=, sample_inputs=)`` on a fresh build.
@@ -34,6 +34,7 @@ from typing import Any
 from benchmarks.faults import runner as fault_runner
 from benchmarks.overhead import paired_timing
 from benchmarks.realworld import lint_only
+from benchmarks.realworld.bench import PAIRED_STEPS
 
 PROGRAMS = "benchmarks.realworld.programs"
 
@@ -85,7 +86,12 @@ def _lint(module: Any) -> tuple[list[dict[str, Any]], float]:
 
 
 def _paired(module: Any, steps: int, block: int) -> dict[str, Any]:
-    """The program's plain and Doctor steps alternated in one process (``benchmarks.overhead.paired_timing``)."""
+    """The program's plain and Doctor steps alternated in one process (``benchmarks.overhead.paired_timing``), over
+    ``steps`` steps or the program's own run when it is shorter: each copy is a fresh recipe, whose learning-rate
+    schedule ends where the program's training does."""
+    data = module.DATA
+    if isinstance(getattr(data, "epochs", None), int):
+        steps = min(steps, data.epochs * data.steps_per_epoch)
     batches: list[tuple] = []
     while len(batches) < steps:
         epoch = module.DATA.train_dataset().create_tuple_iterator(num_epochs=1)
@@ -189,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", help="program module name in benchmarks/realworld/programs")
     parser.add_argument("--out", required=True, help="where to write the JSON result")
-    parser.add_argument("--paired-steps", type=int, default=60,
-                        help="steps per variant in the paired step-time measurement (0: skip it)")
+    parser.add_argument("--paired-steps", type=int, default=PAIRED_STEPS,
+                        help="steps per variant in the paired step-time measurement, at most the program's own run "
+                        "(0: skip it)")
     parser.add_argument("--block", type=int, default=10, help="steps per block in the paired timing")
     parser.add_argument("--rss", choices=("plain", "doctor"),
                         help="only train once (plain or under Doctor()) and write this process's peak RSS")
