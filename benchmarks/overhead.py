@@ -15,6 +15,14 @@ EXPORTS = {"reports": {"mindinsight": False}, "mindinsight": {"mindinsight": Tru
 alone (written at each epoch end), over the default Doctor's; each dashboard export over "reports"."""
 
 
+def _wait(outputs: Any) -> None:
+    """Read a step's outputs on the host, so the block's steps are done: its loss, or the first of the tensors a
+    train cell returns (a loss and logits, a loss and the loss scale)."""
+    while isinstance(outputs, (tuple, list)):
+        outputs = outputs[0]
+    outputs.asnumpy()
+
+
 def _alternate(runners: dict[str, Callable[[list], None]], batches: list[tuple], block: int) -> dict[str, Any]:
     """Run every variant over ``batches`` in blocks, their order rotating from block to block; the median step of
     each (blocks after the compiling ones), and the Doctor's median and mean step over each other variant's."""
@@ -175,7 +183,7 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
                 host += time.perf_counter() - began
                 hooks_s[0] += host
                 hooks_s.append(host)
-            cb.net_outputs.asnumpy()
+            _wait(cb.net_outputs)
 
         return doctor, context, doctor_block, hooks_s
 
@@ -184,7 +192,7 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
     def plain_block(part: list) -> None:
         for inputs in part:
             out = plain._train_network(*inputs)  # pylint: disable=protected-access
-        out.asnumpy()
+        _wait(out)
 
     with tempfile.TemporaryDirectory() as tmp:
         doctors = {"doctor": attached({})}
