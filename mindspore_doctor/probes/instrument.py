@@ -405,14 +405,13 @@ PROBE_NOW = "_msd_probe_now"
 ``PROBE_PHASE``, always on with the sums on every step."""
 
 
-def _probe_phase_pays(train_cell: Any, optimizer: Any) -> bool:
+def _probe_phase_pays(train_cell: Any, optimizer: Any, few_weights: bool) -> bool:
     """Whether probe steps get a compiled graph of their own (``PROBE_PHASE``): only a small network's. The other
     steps then run without the probes' kernels, which on CPU cost ~10-15 us each per step, a third of a small MLP's
     step; a second graph costs host memory by the network's size (corpus, peak RSS over the one-graph Doctor: MLPs of
     4-10 tensors +1 to +7 MB, a CRNN of 16 +16 MB; attention models of 28-31 +42 to +51 MB, MobileNetV3 +44,
-    ShuffleNetV2 +88)."""
-    return (isinstance(train_cell, nn.Cell) and len(optimizer.parameters) <= PROBE_PHASE_MAX_PARAMETERS
-            and sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS)
+    ShuffleNetV2 +88). ``few_weights``: the optimizer holds at most ``SUMS_EVERY_STEP_ELEMENTS`` weights."""
+    return few_weights and isinstance(train_cell, nn.Cell) and len(optimizer.parameters) <= PROBE_PHASE_MAX_PARAMETERS
 
 
 _BUFFERS: "weakref.WeakKeyDictionary[nn.Cell, dict[str, Any]]" = weakref.WeakKeyDictionary()
@@ -493,12 +492,12 @@ class Instrumentation:
         self.unread_gradients = [] if self._read_at_decay else _gradients_left_unread(network, optimizer)
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         graph = ms.get_context("mode") == ms.GRAPH_MODE
-        self.train_cell = train_cell if graph and _probe_phase_pays(train_cell, optimizer) else None
+        few_weights = sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS
+        self.train_cell = train_cell if graph and _probe_phase_pays(train_cell, optimizer, few_weights) else None
         """The train cell whose probe steps run under a phase of their own (``PROBE_PHASE``); None: one graph."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = graph and self.train_cell is None
-        self.sums_every_step = (self._sample_every_step
-                                and sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS)
+        self.sums_every_step = self._sample_every_step and few_weights
         """The optimizer's probe sums the gradients on every step, without a switch (``SUMS_EVERY_STEP_ELEMENTS``)."""
         self._undo: list[Callable[[], None]] = []
         self._probe_phase_only = False
