@@ -316,20 +316,17 @@ def test_every_optimizer_trains_bitwise_the_same_and_is_probed(name, max_paramet
     assert all(len(s.grad_rms) == 4 and all(v > 0 for v in s.grad_rms.values()) for s in probed)
 
 
-@pytest.mark.parametrize("every_step", [True, False], ids=["sums-every-step", "switched"])
-def test_gradient_sums_are_those_of_the_step_that_was_probed(every_step, monkeypatch):
-    """Read after the probed step, as the Doctor does: with the switch (a large network) or with the sums on every
-    step (a small one, ``SUMS_EVERY_STEP_ELEMENTS``)."""
-    monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 15 if every_step else 0)
-    net = TinyMLP()
-    cell = _train_cell(net)
-    loss_net = cell.network
-    instrumentation = Instrumentation(net, cell.optimizer)
-    assert instrumentation.sums_every_step is every_step
+def _probed_step_sums(net, optimizer, instrumentation_of=Instrumentation, steps=(False, True, False)):
+    """Train ``net`` three steps, the second probed, as the Doctor does; (its exact Σg²/2 per parameter, what the
+    probe read into the step's signals, the graph's sums buffer then, the instrumentation)."""
+    loss_net = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
+    cell = nn.TrainOneStepCell(loss_net, optimizer)
+    cell.set_train()
+    instrumentation = instrumentation_of(net, optimizer)
     rng = np.random.default_rng(1)
     x = ms.Tensor(rng.standard_normal((16, 8)).astype(np.float32))
     label = ms.Tensor(rng.integers(0, 2, 16).astype(np.int32))
-    for probing in (False, True, False):  # the probed step is the second: its weights, its batch
+    for probing in steps:  # the probed step is the second: its weights, its batch
         if probing:
             expected = [0.5 * float((g.asnumpy().astype(np.float64) ** 2).sum())
                         for g in ms.grad(loss_net, grad_position=None, weights=cell.weights)(x, label)]
@@ -338,12 +335,82 @@ def test_gradient_sums_are_those_of_the_step_that_was_probed(every_step, monkeyp
         if probing:
             signals = StepSignals(step=2)
             instrumentation.read_into(signals)
-            got = instrumentation.grad_sums.asnumpy().copy()  # asnumpy is a view of the buffer on CPU
-    np.testing.assert_allclose(got, expected, rtol=1e-5)
-    np.testing.assert_allclose([signals.grad_norm[n] ** 2 / 2 for n in instrumentation.parameter_names], expected,
-                               rtol=1e-5)
+            in_graph = instrumentation.grad_sums.asnumpy().copy()  # asnumpy is a view of the buffer on CPU
+    read = [signals.grad_norm[n] ** 2 / 2 if n in signals.grad_norm else None for n in instrumentation.parameter_names]
+    return expected, read, in_graph, instrumentation
+
+
+@pytest.mark.parametrize("every_step", [True, False], ids=["sums-every-step", "switched"])
+def test_gradient_sums_are_those_of_the_step_that_was_probed(every_step, monkeypatch):
+    """Read in the graph after the probed step, as the Doctor does: with the switch (a large network) or with the
+    sums on every step (a small one, ``SUMS_EVERY_STEP_ELEMENTS``)."""
+    monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 15 if every_step else 0)
+    net = TinyMLP()
+    optimizer = nn.SGD(net.trainable_params(), 0.01, momentum=0.9)
+    expected, read, in_graph, instrumentation = _probed_step_sums(net, optimizer)
+    assert instrumentation.sums_every_step is every_step
+    np.testing.assert_allclose(in_graph, expected, rtol=1e-5)
+    np.testing.assert_allclose(read, expected, rtol=1e-5)
     assert instrumentation.optimizer_calls == (3 if every_step else 1)
     instrumentation.restore()
+
+
+MOMENTUMS = {
+    "plain": lambda p: nn.Momentum(p, 0.05, 0.9),
+    "weight_decay": lambda p: nn.Momentum(p, 0.05, 0.9, weight_decay=0.01),
+    "nesterov+groups+schedule": lambda p: nn.Momentum(
+        [{"params": [q for q in p if "bias" not in q.name], "weight_decay": 0.02},
+         {"params": [q for q in p if "bias" in q.name], "lr": 1e-2}],
+        nn.ExponentialDecayLR(0.05, 0.9, 4), 0.9, use_nesterov=True),
+}
+
+
+@pytest.mark.parametrize("every_step", [True, False], ids=["sums-every-step", "switched"])
+@pytest.mark.parametrize("name", list(MOMENTUMS))
+def test_momentum_gradients_are_read_on_the_host_from_its_accumulators(name, every_step, monkeypatch):
+    """``nn.Momentum``: the graph reads no gradient (its sums buffer stays 0); the host derives each from the
+    accumulator, to the sums of the gradients the probed step computed; several steps between two reads of the
+    accumulator leave the gradients unread (a sunk dataset)."""
+    monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 15 if every_step else 0)
+    net = TinyMLP()
+    optimizer = MOMENTUMS[name](net.trainable_params())
+    for steps in ((False, True, False), (False, True, True, False)):
+        expected, read, in_graph, instrumentation = _probed_step_sums(net, optimizer, steps=steps)
+        np.testing.assert_allclose(read, expected, rtol=1e-5)
+        assert not in_graph.any()
+        instrumentation.restore()
+
+    class OneCall(Instrumentation):
+        """Two optimizer steps between ``set_probing`` and the read, as a sunk dataset's call runs."""
+
+        def set_probing(self, probing):
+            super().set_probing(probing)
+            if probing:
+                self.optimizer(tuple(ms.ops.zeros_like(p) for p in self.optimizer.parameters))
+
+    _, read, _, instrumentation = _probed_step_sums(net, optimizer, OneCall)
+    assert read == [None] * 4
+    instrumentation.restore()
+
+
+def test_a_momentum_that_changes_the_step_is_read_in_the_graph():
+    """Whatever ``nn.Momentum``'s own step does not hold — a subclass's ``construct``, a loss scale — keeps the
+    graph's reads; a subclass adding only attributes keeps the host's."""
+
+    class Logged(nn.Momentum):
+        pass
+
+    class Clipped(nn.Momentum):
+        def construct(self, gradients):
+            return super().construct(ms.ops.clip_by_global_norm(gradients, 1.0))
+
+    net = TinyMLP()
+    cases = {Logged(net.trainable_params(), 0.05, 0.9): 4, Clipped(net.trainable_params(), 0.05, 0.9): 0,
+             nn.Momentum(net.trainable_params(), 0.05, 0.9, loss_scale=128.0): 0, nn.SGD(net.trainable_params()): 0}
+    for optimizer, derived in cases.items():
+        instrumentation = Instrumentation(net, optimizer)
+        assert len(instrumentation._derived_names) == derived, type(optimizer).__name__  # pylint: disable=protected-access
+        instrumentation.restore()
 
 
 def test_activation_kinds_cover_mint_cells_and_user_subclasses():

@@ -50,6 +50,7 @@ from mindspore.ops import functional as F
 
 from mindspore_doctor.forward import SAMPLING_SWITCH
 from mindspore_doctor.library import mindspore_classes
+from mindspore_doctor.probes.momentum import MomentumGradients, derivable
 from mindspore_doctor.probes.swap import CannotProbe, probed_class, swap
 from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationStats, StepSignals
 
@@ -114,13 +115,16 @@ _grad_sums = C.MultitypeFuncGraph("msdoctor_grad_sums")
 
 
 _half_square_sum = ops.L2Loss()
+_NO_SUM = Tensor(np.float32(0.0))
+"""The sum of a gradient the graph does not read: a constant, where ``ops.zeros`` is a kernel a step (ShuffleNetV2's
+168 tensors read on the host: 2.2 ms a step)."""
 
 
 @_grad_sums.register("Bool", "Tensor")
 def _grad_sums_one(read, grad):
     if read:  # a constant: the branch not taken is not compiled
         return _half_square_sum(_f32(grad))
-    return ops.zeros((), ms.float32)
+    return _NO_SUM
 
 
 _map = C.HyperMap()
@@ -166,14 +170,14 @@ def _decayed_grad_sums_one(weight_decay, decays, weight, decayed):
     """Σg²/2 of a gradient read back from ``decayed`` = g + wd·w, where the decay wrote it."""
     if decays:
         return _half_square_sum(_f32(decayed - weight * F.cast(weight_decay, F.dtype(weight))))
-    return ops.zeros((), ms.float32)
+    return _NO_SUM
 
 
 def _decayed_sums(self, decayed):
     weight_decay = self.get_weight_decay()
     if self.is_group:
-        return ops.stack(_map(_grad_sums, weight_decay, self.decay_flags, self._parameters, decayed))
-    return ops.stack(_map(F.partial(_grad_sums, weight_decay), self.decay_flags, self._parameters, decayed))
+        return ops.stack(_map(_grad_sums, weight_decay, self._msd_decay_read, self._parameters, decayed))
+    return ops.stack(_map(F.partial(_grad_sums, weight_decay), self._msd_decay_read, self._parameters, decayed))
 
 
 def _decay_probe(self, gradients):
@@ -487,9 +491,8 @@ class Instrumentation:
             path: cell for path, cell in network.cells_and_names() if path and activation_kind(cell) is not None
         }
         self.unprobed: dict[str, str] = {}
-        self._read_at_decay = frozenset(_decayed(optimizer) or ()) if _decays_through_library(optimizer) else frozenset()
-        """Parameters whose gradient the probed ``decay_weight`` reads (``_decay_probe``), not the probed construct."""
-        self.unread_gradients = [] if self._read_at_decay else _gradients_left_unread(network, optimizer)
+        through_library = _decays_through_library(optimizer)
+        self.unread_gradients = [] if through_library else _gradients_left_unread(network, optimizer)
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         graph = ms.get_context("mode") == ms.GRAPH_MODE
         few_weights = sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS
@@ -497,6 +500,14 @@ class Instrumentation:
         """The train cell whose probe steps run under a phase of their own (``PROBE_PHASE``); None: one graph."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = graph and self.train_cell is None
+        derived = derivable(optimizer, UPDATE_SAMPLE)
+        self._derived = MomentumGradients(optimizer, derived) if derived else None
+        """The gradients the host derives from ``nn.Momentum``'s accumulators (``probes/momentum.py``): no kernel in the
+        graph for them, which in the one-graph design would run on every step."""
+        self._derived_names = frozenset(self.parameter_names[i] for i in derived)
+        self._read_at_decay = (frozenset(_decayed(optimizer) or ()) - self._derived_names if through_library
+                               else frozenset())
+        """Parameters whose gradient the probed ``decay_weight`` reads (``_decay_probe``), not the probed construct."""
         self.sums_every_step = self._sample_every_step and few_weights
         """The optimizer's probe sums the gradients on every step, without a switch (``SUMS_EVERY_STEP_ELEMENTS``)."""
         self._undo: list[Callable[[], None]] = []
@@ -558,9 +569,11 @@ class Instrumentation:
             "_msd_grad_sums": free_parameter(np.zeros(count, np.float32)),
             "_msd_calls": free_parameter(np.zeros(1, np.int32)),
             "_msd_read": tuple(name not in self.unread_gradients and name not in self._read_at_decay
-                               for name in self.parameter_names),
+                               and name not in self._derived_names for name in self.parameter_names),
             **({"_msd_decay_sums": free_parameter(np.zeros(count, np.float32)),
-                "_msd_decay_calls": free_parameter(np.zeros(1, np.int32))} if at_decay else {}),
+                "_msd_decay_calls": free_parameter(np.zeros(1, np.int32)),
+                "_msd_decay_read": tuple(name in self._read_at_decay for name in self.parameter_names)}
+               if at_decay else {}),
         }, check=_gradients_first, switches={PROBE_NOW: self.sums_every_step},
             extra={"decay_weight": decay_probe, "_msd_decay_weight": nn.Optimizer.decay_weight} if at_decay else None)
         for path, cell in list(self.activations.items()):
@@ -582,6 +595,8 @@ class Instrumentation:
                                 if probing and parameters else None)
         if probing and parameters:  # the counters say whether the optimizer (and its decay) ran on the probe step
             self._calls_before = (self.optimizer_calls, self.decay_calls)
+            if self._derived is not None:
+                self._derived.before()
         if probing == self._probing:
             return
         self._probing = probing
@@ -622,10 +637,11 @@ class Instrumentation:
         strided as in ``_update_sample``) of the parameters named in ``updates_of``, for histograms."""
         before, self._weights_before = self._weights_before, None
         updates: dict[str, np.ndarray] = {}
-        if before is not None and self.optimizer_calls != self._calls_before[0]:
+        calls = self.optimizer_calls - self._calls_before[0]
+        if before is not None and calls:
             decay_read = self.decay_calls != self._calls_before[1]
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/Inf are signals here
-                self._read_parameters(before, signals, decay_read=decay_read)
+                self._read_parameters(before, signals, decay_read=decay_read, one_update=calls == 1)
                 updates = {name: _update_sample(weight) - before[i] for i, (name, weight)
                            in enumerate(zip(self.parameter_names, self.optimizer.parameters)) if name in updates_of}
         for order, (path, cell) in enumerate(self.activations.items()):
@@ -636,13 +652,19 @@ class Instrumentation:
             self.set_probing(False)
         return updates
 
-    def _read_parameters(self, before: list[np.ndarray], out: StepSignals, decay_read: bool) -> None:
-        """``decay_read``: the probed ``decay_weight`` ran on this step, so the decayed gradients were read there."""
+    def _read_parameters(self, before: list[np.ndarray], out: StepSignals, decay_read: bool, one_update: bool) -> None:
+        """``decay_read``: the probed ``decay_weight`` ran on this step, so the decayed gradients were read there;
+        ``one_update``: the optimizer ran once since ``set_probing`` (the derived gradients are that step's)."""
         grad_sums = self.grad_sums.asnumpy().astype(np.float64)
         if decay_read:
             decay_sums = self.optimizer._msd_decay_sums.asnumpy()  # pylint: disable=protected-access
             grad_sums = np.where([name in self._read_at_decay for name in self.parameter_names], decay_sums, grad_sums)
         unread = set(self.unread_gradients) | (set() if decay_read else self._read_at_decay)
+        derived = self._derived.sums(before) if self._derived is not None else {}
+        if derived and one_update:
+            grad_sums[list(derived)] = list(derived.values())
+        else:
+            unread |= self._derived_names
         weight_sums, update_sums = _AbsSums(len(before)), _AbsSums(len(before))
         for i, weight in enumerate(self.optimizer.parameters):
             values = weight.asnumpy().reshape(-1)  # one host read per weight: each costs ~6 us beyond its copy
