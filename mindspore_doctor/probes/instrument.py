@@ -637,8 +637,8 @@ class Instrumentation:
         strided as in ``_update_sample``) of the parameters named in ``updates_of``, for histograms."""
         before, self._weights_before = self._weights_before, None
         updates: dict[str, np.ndarray] = {}
-        calls = self.optimizer_calls - self._calls_before[0]
-        if before is not None and calls:
+        calls = 0 if before is None else self.optimizer_calls - self._calls_before[0]
+        if calls:
             decay_read = self.decay_calls != self._calls_before[1]
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/Inf are signals here
                 self._read_parameters(before, signals, decay_read=decay_read, one_update=calls == 1)
