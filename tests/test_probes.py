@@ -355,25 +355,31 @@ def test_gradient_sums_are_those_of_the_step_that_was_probed(every_step, monkeyp
     instrumentation.restore()
 
 
-MOMENTUMS = {
-    "plain": lambda p: nn.Momentum(p, 0.05, 0.9),
-    "weight_decay": lambda p: nn.Momentum(p, 0.05, 0.9, weight_decay=0.01),
-    "nesterov+groups+schedule": lambda p: nn.Momentum(
-        [{"params": [q for q in p if "bias" not in q.name], "weight_decay": 0.02},
-         {"params": [q for q in p if "bias" in q.name], "lr": 1e-2}],
-        nn.ExponentialDecayLR(0.05, 0.9, 4), 0.9, use_nesterov=True),
+def _groups(p, decay):
+    return [{"params": [q for q in p if "bias" not in q.name], "weight_decay": decay},
+            {"params": [q for q in p if "bias" in q.name], "lr": 1e-2}]
+
+
+STATE_OPTIMIZERS = {
+    "Momentum": lambda p: nn.Momentum(p, 0.05, 0.9),
+    "Momentum+weight_decay": lambda p: nn.Momentum(p, 0.05, 0.9, weight_decay=0.01),
+    "Momentum+nesterov+groups+schedule": lambda p: nn.Momentum(
+        _groups(p, 0.02), nn.ExponentialDecayLR(0.05, 0.9, 4), 0.9, use_nesterov=True),
+    "Adam": lambda p: nn.Adam(p, 1e-3),
+    "Adam+groups": lambda p: nn.Adam(_groups(p, 0.01), 1e-3),
+    "AdamWeightDecay+groups": lambda p: nn.AdamWeightDecay(_groups(p, 0.01), 1e-3),
 }
 
 
 @pytest.mark.parametrize("every_step", [True, False], ids=["sums-every-step", "switched"])
-@pytest.mark.parametrize("name", list(MOMENTUMS))
-def test_momentum_gradients_are_read_on_the_host_from_its_accumulators(name, every_step, monkeypatch):
-    """``nn.Momentum``: the graph reads no gradient (its sums buffer stays 0); the host derives each from the
-    accumulator, to the sums of the gradients the probed step computed; several steps between two reads of the
-    accumulator leave the gradients unread (a sunk dataset)."""
+@pytest.mark.parametrize("name", list(STATE_OPTIMIZERS))
+def test_gradients_are_read_on_the_host_from_the_optimizers_state(name, every_step, monkeypatch):
+    """``nn.Momentum``, ``nn.Adam``, ``nn.AdamWeightDecay``: the graph reads no gradient (its sums buffer stays 0);
+    the host derives each from the optimizer's state, to the sums of the gradients the probed step computed; several
+    steps between two reads of the state leave the gradients unread (a sunk dataset)."""
     monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 15 if every_step else 0)
     net = TinyMLP()
-    optimizer = MOMENTUMS[name](net.trainable_params())
+    optimizer = STATE_OPTIMIZERS[name](net.trainable_params())
     for steps in ((False, True, False), (False, True, True, False)):
         expected, read, in_graph, instrumentation = _probed_step_sums(net, optimizer, steps=steps)
         np.testing.assert_allclose(read, expected, rtol=1e-5)
@@ -393,8 +399,8 @@ def test_momentum_gradients_are_read_on_the_host_from_its_accumulators(name, eve
     instrumentation.restore()
 
 
-def test_a_momentum_that_changes_the_step_is_read_in_the_graph():
-    """Whatever ``nn.Momentum``'s own step does not hold — a subclass's ``construct``, a loss scale — keeps the
+def test_an_optimizer_that_changes_the_step_is_read_in_the_graph():
+    """Whatever MindSpore's own step does not hold — a subclass's ``construct``, a loss scale, lazy Adam — keeps the
     graph's reads; a subclass adding only attributes keeps the host's."""
 
     class Logged(nn.Momentum):
@@ -406,7 +412,8 @@ def test_a_momentum_that_changes_the_step_is_read_in_the_graph():
 
     net = TinyMLP()
     cases = {Logged(net.trainable_params(), 0.05, 0.9): 4, Clipped(net.trainable_params(), 0.05, 0.9): 0,
-             nn.Momentum(net.trainable_params(), 0.05, 0.9, loss_scale=128.0): 0, nn.SGD(net.trainable_params()): 0}
+             nn.Momentum(net.trainable_params(), 0.05, 0.9, loss_scale=128.0): 0, nn.SGD(net.trainable_params()): 0,
+             nn.Adam(net.trainable_params(), use_lazy=True): 0, nn.AdamWeightDecay(net.trainable_params()): 4}
     for optimizer, derived in cases.items():
         instrumentation = Instrumentation(net, optimizer)
         assert len(instrumentation._derived_names) == derived, type(optimizer).__name__  # pylint: disable=protected-access

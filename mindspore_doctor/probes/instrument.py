@@ -19,7 +19,9 @@ How it works (see docs/doctor.md, "How the probes work"):
   every step instead (``SUMS_EVERY_STEP_ELEMENTS``). Every training style hands its gradients to
   ``optimizer(grads)`` — ``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``,
   a user's own cell, a ``value_and_grad`` step under ``@ms.jit`` or in
-  PyNative — so one probe fits them all.
+  PyNative — so one probe fits them all. The gradients of ``nn.Momentum``, ``nn.Adam`` and ``nn.AdamWeightDecay``
+  (MindSpore's own step, float32 tensors of up to ``UPDATE_SAMPLE`` elements) are not read in the graph at all: the
+  host derives them from the optimizer's state before and after the probe step (``probes/state_gradients.py``).
 * The weights are read on the host, in place: a strided sample of each is
   copied before the probe step, so the true update ``w_after - w_before`` is
   measured after the real optimizer ran, whatever it is.
@@ -50,7 +52,7 @@ from mindspore.ops import functional as F
 
 from mindspore_doctor.forward import SAMPLING_SWITCH
 from mindspore_doctor.library import mindspore_classes
-from mindspore_doctor.probes.momentum import MomentumGradients, derivable
+from mindspore_doctor.probes.state_gradients import StateGradients
 from mindspore_doctor.probes.swap import CannotProbe, probed_class, swap
 from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationStats, StepSignals
 
@@ -491,8 +493,17 @@ class Instrumentation:
             path: cell for path, cell in network.cells_and_names() if path and activation_kind(cell) is not None
         }
         self.unprobed: dict[str, str] = {}
+        self._derived = StateGradients.of(optimizer, UPDATE_SAMPLE)
+        """The gradients the host derives from the optimizer's state (``probes/state_gradients.py``): no kernel in the
+        graph for them, which in the one-graph design would run on every step."""
+        derived = self._derived.indices if self._derived else ()
+        self._derived_names = frozenset(self.parameter_names[i] for i in derived)
         through_library = _decays_through_library(optimizer)
-        self.unread_gradients = [] if through_library else _gradients_left_unread(network, optimizer)
+        self._read_at_decay = (frozenset(_decayed(optimizer) or ()) - self._derived_names if through_library
+                               else frozenset())
+        """Parameters whose gradient the probed ``decay_weight`` reads (``_decay_probe``), not the probed construct."""
+        self.unread_gradients = [] if through_library else [
+            name for name in _gradients_left_unread(network, optimizer) if name not in self._derived_names]
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         graph = ms.get_context("mode") == ms.GRAPH_MODE
         few_weights = sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS
@@ -500,14 +511,6 @@ class Instrumentation:
         """The train cell whose probe steps run under a phase of their own (``PROBE_PHASE``); None: one graph."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = graph and self.train_cell is None
-        derived = derivable(optimizer, UPDATE_SAMPLE)
-        self._derived = MomentumGradients(optimizer, derived) if derived else None
-        """The gradients the host derives from ``nn.Momentum``'s accumulators (``probes/momentum.py``): no kernel in the
-        graph for them, which in the one-graph design would run on every step."""
-        self._derived_names = frozenset(self.parameter_names[i] for i in derived)
-        self._read_at_decay = (frozenset(_decayed(optimizer) or ()) - self._derived_names if through_library
-                               else frozenset())
-        """Parameters whose gradient the probed ``decay_weight`` reads (``_decay_probe``), not the probed construct."""
         self.sums_every_step = self._sample_every_step and few_weights
         """The optimizer's probe sums the gradients on every step, without a switch (``SUMS_EVERY_STEP_ELEMENTS``)."""
         self._undo: list[Callable[[], None]] = []
