@@ -640,6 +640,7 @@ class Instrumentation:
         strided as in ``_update_sample``) of the parameters named in ``updates_of``, for histograms."""
         before, self._weights_before = self._weights_before, None
         updates: dict[str, np.ndarray] = {}
+        signals.probed()
         calls = 0 if before is None else self.optimizer_calls - self._calls_before[0]
         if calls:
             decay_read = self.decay_calls != self._calls_before[1]

@@ -141,6 +141,7 @@ def _probe(rng: random.Random, step: int, k: int, plan: ProbePlan, s: Any) -> No
     from mindspore_doctor.signals import ActivationStats
 
     jitter = lambda: math.exp(0.2 * rng.gauss(0, 1))  # noqa: E731
+    s.probed()
     for i, (name, shape) in enumerate(PARAMS.items()):
         size = math.prod(shape)
         norm = 0.5 * jitter() * (0.7 ** i + 0.1)
