@@ -5,9 +5,10 @@ from mindspore.train import Callback
 
 from benchmarks.faults import kit
 
-# Accepted: with BatchNorm stuck on its moving statistics the activations and updates blow up, then go NaN.
+# Accepted: with BatchNorm stuck on its moving statistics the activations, gradients (a global norm of 2.5e21 at
+# step 43, read exactly from Momentum's accumulator) and updates blow up, then go NaN.
 FAULT = kit.Fault("net.set_train(False) in an epoch-end validation callback: later epochs train in eval mode",
-                  expect={"MSD105"}, accept={"MSD201", "MSD203", "MSD206", "MSD211", "MSD212", "MSD216"},
+                  expect={"MSD105"}, accept={"MSD201", "MSD203", "MSD206", "MSD208", "MSD211", "MSD212", "MSD216"},
                   arch="residual", data="images", category="mode", onset_step=17,
                   mode="pynative")
 
