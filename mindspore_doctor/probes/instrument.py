@@ -664,10 +664,10 @@ class Instrumentation:
             decay_sums = self.optimizer._msd_decay_sums.asnumpy()  # pylint: disable=protected-access
             grad_sums = np.where([name in self._read_at_decay for name in self.parameter_names], decay_sums, grad_sums)
         unread = set(self.unread_gradients) | (set() if decay_read else self._read_at_decay)
-        derived = self._derived.sums(before) if self._derived is not None else {}
-        if derived and one_update:
+        derived = self._derived.sums(before) if self._derived is not None and one_update else {}
+        if derived:
             grad_sums[list(derived)] = list(derived.values())
-        else:
+        else:  # several optimizer runs since the state was copied (a sunk dataset): not one step's gradients
             unread |= self._derived_names
         weight_sums, update_sums = _AbsSums(len(before)), _AbsSums(len(before))
         for i, weight in enumerate(self.optimizer.parameters):

@@ -116,7 +116,7 @@ class StateGradients:
         return list(self.decays)
 
     def before(self) -> None:
-        """Copy the state and its factor ahead of a probe step."""
+        """Copy the state and its factor ahead of a probe step (replacing a copy ``sums()`` did not read)."""
         self._factor = np.float32(getattr(self.optimizer, self.form.factor).asnumpy().reshape(-1)[0])
         self._before = {i: self.state[i].asnumpy().reshape(-1).copy() for i in self.decays}
 
