@@ -53,6 +53,8 @@ def _assert_restored(net, optimizer, optimizer_class, *others):
 
 
 def _probed(obj) -> bool:
+    """The Doctor's probed class (SGD's gradients are read in the graph; Momentum's are derived on the host and it
+    keeps its own class)."""
     return hasattr(type(obj), "_msd_base")
 
 
@@ -96,7 +98,7 @@ def _raise_site(error: BaseException) -> str:
 def _setup(doctor_dir=None, **options):
     ms.set_seed(0)
     net = MLP()
-    optimizer = nn.Momentum(net.trainable_params(), 0.05, 0.9)
+    optimizer = nn.SGD(net.trainable_params(), 0.05, momentum=0.9)
     doctor = Doctor(doctor_dir, ignore=QUIET, probe_every=2, **options)
     return net, optimizer, doctor
 
@@ -141,7 +143,7 @@ def test_a_user_callback_raising_at_step_5_is_reported_and_propagates_unchanged(
         _train(net, _dataset(), doctor, opt=optimizer, epochs=2, callbacks=(user_callback,))
     assert caught.value is raised and str(caught.value) == "checkpoint bucket unreachable"
     assert user_callback.probed  # the Doctor's probes were in place when the user's code raised
-    _assert_restored(net, optimizer, nn.Momentum)
+    _assert_restored(net, optimizer, nn.SGD)
     report = _read_report(tmp_path)
     finding = _interruption(report, 5, Severity.ERROR, raised, epoch=1)
     assert _raise_site(raised) in finding.message and "on_train_step_end" in finding.message
@@ -170,7 +172,7 @@ def test_a_user_callback_raising_before_the_first_epoch_is_reported_and_propagat
     with pytest.raises(UserError) as caught:
         model.train(2, _dataset(), callbacks=[doctor, RaiseAtBegin(raised)], dataset_sink_mode=False)
     assert caught.value is raised
-    _assert_restored(net, optimizer, nn.Momentum)
+    _assert_restored(net, optimizer, nn.SGD)
     report = _read_report(tmp_path)
     (finding,) = report.by_code("MSD003")
     assert finding.message.startswith("Training ended before the first step by UserError: experiment tracker login")
@@ -204,7 +206,7 @@ def test_an_exception_in_a_hand_written_loop_under_watch_is_reported_and_propaga
     with pytest.raises(UserError) as caught:
         _hand_written_loop(net, optimizer, doctor, _dataset(), raise_after_step=5, error=raised, seen=seen)
     assert caught.value is raised and seen["probed"]
-    _assert_restored(net, optimizer, nn.Momentum)
+    _assert_restored(net, optimizer, nn.SGD)
     report = _read_report(tmp_path)
     finding = _interruption(report, 5, Severity.ERROR, raised, epoch=1)
     assert _raise_site(raised) in finding.message
@@ -239,7 +241,7 @@ def test_an_exception_from_the_loss_construct_is_reported_and_propagates_unchang
     assert loss.calls == 4, "the Doctor called the user's loss itself"
     assert seen.steps == [1, 2, 3, 4] and all(seen.probed)
     assert caught.value is loss.raised
-    _assert_restored(net, optimizer, nn.Momentum, loss, loss.inner)
+    _assert_restored(net, optimizer, nn.SGD, loss, loss.inner)
     report = _read_report(tmp_path)
     finding = _interruption(report, 4, Severity.ERROR, loss.raised, epoch=1)
     assert _raise_site(loss.raised) in finding.message and "in construct" in finding.message
@@ -275,7 +277,7 @@ def _broken_dataset(**kw):
 def _train_on_broken_data(doctor=None):
     ms.set_seed(0)
     net = MLP()
-    optimizer = nn.Momentum(net.trainable_params(), 0.05, 0.9)
+    optimizer = nn.SGD(net.trainable_params(), 0.05, momentum=0.9)
     seen = StepsSeen()
     with pytest.raises(Exception) as caught:
         Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), optimizer).train(
@@ -294,7 +296,7 @@ def test_an_exception_from_the_dataset_iterator_is_reported_and_propagates_uncha
     assert all(seen.probed)
     assert type(error) is type(plain_error)
     assert str(error) == str(plain_error) and "UserError: corrupt record 1027" in str(error)
-    _assert_restored(net, optimizer, nn.Momentum)
+    _assert_restored(net, optimizer, nn.SGD)
     report = _read_report(tmp_path)
     ended_at = seen.steps[-1]  # the step training was at when the next batch could not be read
     assert [s.step for s in doctor.history.steps] == list(range(1, ended_at + 1))
@@ -336,7 +338,7 @@ def test_a_user_callback_whose_model_eval_raises_is_reported_and_propagates_unch
     error = caught.value
     assert "UserError: corrupt record 20" in str(error)
     assert _raise_site(error) == f"{Path(__file__).name}:{_line_of('self.model.eval(self.eval_dataset')}"
-    _assert_restored(net, optimizer, nn.Momentum)
+    _assert_restored(net, optimizer, nn.SGD)
     report = _read_report(tmp_path)
     finding = _interruption(report, STEPS_PER_EPOCH, Severity.ERROR, error, epoch=1)
     assert _raise_site(error) in finding.message and "on_train_epoch_end" in finding.message
@@ -346,7 +348,7 @@ def test_a_user_callback_whose_model_eval_raises_is_reported_and_propagates_unch
 def test_the_doctors_own_evaluation_on_a_raising_dataset_never_stops_training(tmp_path):
     net, optimizer, doctor = _setup(tmp_path, eval_dataset=_broken_dataset(n=64, fail_at=20))
     _train(net, _dataset(), doctor, opt=optimizer, epochs=2)
-    _assert_restored(net, optimizer, nn.Momentum)
+    _assert_restored(net, optimizer, nn.SGD)
     assert [s.step for s in doctor.history.steps] == list(range(1, 2 * STEPS_PER_EPOCH + 1))
     failures = [f for f in doctor.report.findings if f.code in ("MSD001", "MSD002")
                 and f.location.get("check") == "evaluation"]
@@ -365,7 +367,7 @@ def test_keyboard_interrupt_at_step_5_is_a_warning_and_propagates(tmp_path):
     with pytest.raises(KeyboardInterrupt) as caught:
         _train(net, _dataset(), doctor, opt=optimizer, epochs=2, callbacks=(user_callback,))
     assert caught.value is interrupt and user_callback.probed
-    _assert_restored(net, optimizer, nn.Momentum)
+    _assert_restored(net, optimizer, nn.SGD)
     report = _read_report(tmp_path)
     finding = _interruption(report, 5, Severity.WARNING, interrupt, epoch=1)
     assert "KeyboardInterrupt" in finding.message and "partial" in finding.suggestion
@@ -404,7 +406,7 @@ from mindspore_doctor import Doctor
 
 ms.set_context(mode=ms.GRAPH_MODE)
 net, data = MLP(), _dataset(n=96)  # 6 steps an epoch
-optimizer = nn.Momentum(net.trainable_params(), 0.05, 0.9)
+optimizer = nn.SGD(net.trainable_params(), 0.05, momentum=0.9)
 loss_fn = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
 train_step = quick_start_step(net, loss_fn, optimizer)
 
@@ -518,11 +520,11 @@ class _TempfileOnReadOnlyDisk:
 def _final_weights(doctor=None):
     ms.set_seed(0)
     net = MLP()
-    optimizer = nn.Momentum(net.trainable_params(), 0.05, 0.9)
+    optimizer = nn.SGD(net.trainable_params(), 0.05, momentum=0.9)
     _train(net, _dataset(), doctor, opt=optimizer, epochs=2) if doctor else Model(
         net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), optimizer).train(
         2, _dataset(), dataset_sink_mode=False)
-    _assert_restored(net, optimizer, nn.Momentum)
+    _assert_restored(net, optimizer, nn.SGD)
     return [p.asnumpy().copy() for p in net.trainable_params()]
 
 

@@ -193,7 +193,7 @@ def test_pynative_samples_only_on_probe_steps():
     instrumentation.set_probing(True)
     cell(x, label)
     assert not np.all(net.relu._msd_sample.asnumpy() == SAMPLE_PAD)  # pylint: disable=protected-access
-    assert instrumentation.optimizer_calls == 1
+    assert instrumentation.optimizer_calls == 2  # Momentum's own global_step: it keeps its class
     instrumentation.restore()
 
 
@@ -318,7 +318,8 @@ def test_every_optimizer_trains_bitwise_the_same_and_is_probed(name, max_paramet
 
 def _probed_step_sums(net, optimizer, instrumentation_of=Instrumentation, steps=(False, True, False)):
     """Train ``net`` three steps, the second probed, as the Doctor does; (its exact Σg²/2 per parameter, what the
-    probe read into the step's signals, the graph's sums buffer then, the instrumentation)."""
+    probe read into the step's signals, the graph's sums buffer then — None where the optimizer is not probed in the
+    graph —, the instrumentation)."""
     loss_net = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
     cell = nn.TrainOneStepCell(loss_net, optimizer)
     cell.set_train()
@@ -335,7 +336,8 @@ def _probed_step_sums(net, optimizer, instrumentation_of=Instrumentation, steps=
         if probing:
             signals = StepSignals(step=2)
             instrumentation.read_into(signals)
-            in_graph = instrumentation.grad_sums.asnumpy().copy()  # asnumpy is a view of the buffer on CPU
+            in_graph = (instrumentation.grad_sums.asnumpy().copy()  # asnumpy is a view of the buffer on CPU
+                        if hasattr(optimizer, "_msd_grad_sums") else None)
     read = [signals.grad_norm[n] ** 2 / 2 if n in signals.grad_norm else None for n in instrumentation.parameter_names]
     return expected, read, in_graph, instrumentation
 
@@ -371,19 +373,22 @@ STATE_OPTIMIZERS = {
 }
 
 
-@pytest.mark.parametrize("every_step", [True, False], ids=["sums-every-step", "switched"])
+@pytest.mark.parametrize("whole", [instrument.UPDATE_SAMPLE, 16], ids=["weights-copied-whole", "weights-strided"])
 @pytest.mark.parametrize("name", list(STATE_OPTIMIZERS))
-def test_gradients_are_read_on_the_host_from_the_optimizers_state(name, every_step, monkeypatch):
-    """``nn.Momentum``, ``nn.Adam``, ``nn.AdamWeightDecay``: the graph reads no gradient (its sums buffer stays 0);
-    the host derives each from the optimizer's state, to the sums of the gradients the probed step computed; several
-    steps between two reads of the state leave the gradients unread (a sunk dataset)."""
-    monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 15 if every_step else 0)
+def test_gradients_are_read_on_the_host_from_the_optimizers_state(name, whole, monkeypatch):
+    """``nn.Momentum``, ``nn.Adam``, ``nn.AdamWeightDecay``: the optimizer keeps its own class, nothing of the
+    Doctor's runs in its step; the host derives each gradient from the optimizer's state, to the sums of the gradients
+    the probed step computed, whether the update's copy of a decayed weight is whole or a strided sample (then the
+    derivation copies it whole); several steps between two reads of the state leave the gradients unread (a sunk
+    dataset)."""
+    monkeypatch.setattr(instrument, "UPDATE_SAMPLE", whole)
     net = TinyMLP()
     optimizer = STATE_OPTIMIZERS[name](net.trainable_params())
+    own_class = type(optimizer)
     for steps in ((False, True, False), (False, True, True, False)):
         expected, read, in_graph, instrumentation = _probed_step_sums(net, optimizer, steps=steps)
         np.testing.assert_allclose(read, expected, rtol=1e-5)
-        assert not in_graph.any()
+        assert in_graph is None and type(optimizer) is own_class
         instrumentation.restore()
 
     class OneCall(Instrumentation):
@@ -396,6 +401,34 @@ def test_gradients_are_read_on_the_host_from_the_optimizers_state(name, every_st
 
     _, read, _, instrumentation = _probed_step_sums(net, optimizer, OneCall)
     assert read == [None] * 4
+    instrumentation.restore()
+
+
+class HalfScaledMLP(TinyMLP):
+    """A float16 weight beside float32 ones: its gradient is not derived."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = ms.Parameter(ms.Tensor(np.linspace(0.5, 1.5, 2).astype(np.float16)), name="scale")
+
+    def construct(self, x):
+        return super().construct(x) * self.scale.astype(ms.float32)
+
+
+@pytest.mark.parametrize("every_step", [True, False], ids=["sums-every-step", "switched"])
+def test_a_gradient_the_host_cannot_derive_is_read_in_the_graph_beside_the_derived(every_step, monkeypatch):
+    """The optimizer is probed in the graph for the float16 weight's gradient alone; the graph's buffer holds no
+    sum for the derived ones."""
+    monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 15 if every_step else 0)
+    net = HalfScaledMLP()
+    optimizer = nn.Momentum(net.trainable_params(), 0.05, 0.9, weight_decay=0.01)
+    expected, read, in_graph, instrumentation = _probed_step_sums(net, optimizer)
+    half = instrumentation.parameter_names.index("scale")
+    assert instrumentation.sums_every_step is every_step
+    np.testing.assert_allclose(read, expected, rtol=2e-3)  # the float16 gradient's own rounding
+    in_graph = in_graph + optimizer._msd_decay_sums.asnumpy()  # read where the decay wrote it  # pylint: disable=protected-access
+    assert in_graph[half] > 0 and not np.delete(in_graph, half).any()
+    assert instrumentation.optimizer_calls == (3 if every_step else 1)
     instrumentation.restore()
 
 

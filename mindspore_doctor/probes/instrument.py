@@ -20,8 +20,9 @@ How it works (see docs/doctor.md, "How the probes work"):
   ``optimizer(grads)`` — ``TrainOneStepCell``, ``TrainOneStepWithLossScaleCell``,
   a user's own cell, a ``value_and_grad`` step under ``@ms.jit`` or in
   PyNative — so one probe fits them all. The gradients of ``nn.Momentum``, ``nn.Adam`` and ``nn.AdamWeightDecay``
-  (MindSpore's own step, float32 tensors of up to ``UPDATE_SAMPLE`` elements) are not read in the graph at all: the
-  host derives them from the optimizer's state before and after the probe step (``probes/state_gradients.py``).
+  (MindSpore's own step, float32 tensors) are not read in the graph at all: the host derives them from the
+  optimizer's state before and after the probe step (``probes/state_gradients.py``), and an optimizer whose every
+  gradient is derived keeps its own class; its ``global_step`` counts its runs.
 * The weights are read on the host, in place: a strided sample of each is
   copied before the probe step, so the true update ``w_after - w_before`` is
   measured after the real optimizer ran, whatever it is.
@@ -498,6 +499,9 @@ class Instrumentation:
         graph for them, which in the one-graph design would run on every step."""
         derived = self._derived.indices if self._derived else ()
         self._derived_names = frozenset(self.parameter_names[i] for i in derived)
+        self._optimizer_in_graph = len(derived) < len(self.parameter_names)
+        """Some gradient is read in the graph: the optimizer gets its probed class. Otherwise it keeps its own, and
+        nothing of the Doctor's runs in its step (RegNet's switch, with no sums left behind it, cost 3 ms a step)."""
         through_library = _decays_through_library(optimizer)
         self._read_at_decay = (frozenset(_decayed(optimizer) or ()) - self._derived_names if through_library
                                else frozenset())
@@ -507,7 +511,9 @@ class Instrumentation:
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         graph = ms.get_context("mode") == ms.GRAPH_MODE
         few_weights = sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS
-        self.train_cell = train_cell if graph and _probe_phase_pays(train_cell, optimizer, few_weights) else None
+        in_graph = self._optimizer_in_graph or bool(self.activations)
+        self.train_cell = (train_cell if graph and in_graph and _probe_phase_pays(train_cell, optimizer, few_weights)
+                           else None)
         """The train cell whose probe steps run under a phase of their own (``PROBE_PHASE``); None: one graph."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
         self._sample_every_step = graph and self.train_cell is None
@@ -535,7 +541,10 @@ class Instrumentation:
 
     @property
     def optimizer_calls(self) -> int:
-        """Runs of the optimizer the probe counted: on probe steps, or on every step (``sums_every_step``)."""
+        """Runs of the optimizer the probe counted: on probe steps, or on every step (``sums_every_step``); those
+        ``global_step`` counted when the optimizer keeps its own class."""
+        if not self._optimizer_in_graph:
+            return int(self.optimizer.global_step.item())
         return int(self.optimizer._msd_calls.item())  # pylint: disable=protected-access
 
     @property
@@ -563,6 +572,18 @@ class Instrumentation:
         return True
 
     def _install(self) -> None:
+        if self._optimizer_in_graph:
+            self._install_optimizer()
+        for path, cell in list(self.activations.items()):
+            if not self._swap(path, cell, _activation_probe, lambda c=cell: {
+                "_msd_sample": free_parameter(_EMPTY_SAMPLE.asnumpy()),
+                "_msd_kind": activation_kind(c),
+            }, switches={SAMPLING_SWITCH: self._sample_every_step}):
+                del self.activations[path]
+                continue
+            ops.assign(cell._msd_sample, _EMPTY_SAMPLE)  # pylint: disable=protected-access
+
+    def _install_optimizer(self) -> None:
         optimizer, count, at_decay = self.optimizer, len(self.optimizer.parameters), bool(self._read_at_decay)
         switched = self.train_cell is None and not self.sums_every_step  # the switch is a Parameter
         probe, decay_probe = ((_optimizer_probe, _decay_probe) if switched else
@@ -579,21 +600,13 @@ class Instrumentation:
                if at_decay else {}),
         }, check=_gradients_first, switches={PROBE_NOW: self.sums_every_step},
             extra={"decay_weight": decay_probe, "_msd_decay_weight": nn.Optimizer.decay_weight} if at_decay else None)
-        for path, cell in list(self.activations.items()):
-            if not self._swap(path, cell, _activation_probe, lambda c=cell: {
-                "_msd_sample": free_parameter(_EMPTY_SAMPLE.asnumpy()),
-                "_msd_kind": activation_kind(c),
-            }, switches={SAMPLING_SWITCH: self._sample_every_step}):
-                del self.activations[path]
-                continue
-            ops.assign(cell._msd_sample, _EMPTY_SAMPLE)  # pylint: disable=protected-access
 
     def set_probing(self, probing: bool) -> None:
         """Make the next step a probe step, or not.
 
         Before a probe step, copies each weight's update sample, so ``read()`` can measure the true update.
         """
-        parameters = self.optimizer_probed
+        parameters, in_graph = self.optimizer_probed, self.optimizer_probed and self._optimizer_in_graph
         self._weights_before = ([_update_sample(p).copy() for p in self.optimizer.parameters]
                                 if probing and parameters else None)
         if probing and parameters:  # the counters say whether the optimizer (and its decay) ran on the probe step
@@ -606,9 +619,9 @@ class Instrumentation:
         if self.train_cell is not None:
             if not self._probe_phase_only:  # else the probe graph, compiled with its switches on, runs every step
                 self._switch_phase(probing)
-                if parameters:
+                if in_graph:
                     setattr(self.optimizer, PROBE_NOW, probing)
-        elif parameters and not self.sums_every_step:  # the every-step probe has no switch to read it
+        elif in_graph and not self.sums_every_step:  # the every-step probe has no switch to read it
             # An in-place write: a graph compiled from the user's own ``@ms.jit`` function keeps reading the
             # flag's first storage, which ``set_data`` would replace (measured: the probes then never switch off).
             ops.assign(self.optimizer._msd_probing, Tensor(probing))  # pylint: disable=protected-access
@@ -659,7 +672,8 @@ class Instrumentation:
     def _read_parameters(self, before: list[np.ndarray], out: StepSignals, decay_read: bool, one_update: bool) -> None:
         """``decay_read``: the probed ``decay_weight`` ran on this step, so the decayed gradients were read there;
         ``one_update``: the optimizer ran once since ``set_probing`` (the derived gradients are that step's)."""
-        grad_sums = self.grad_sums.asnumpy().astype(np.float64)
+        grad_sums = (self.grad_sums.asnumpy().astype(np.float64) if self._optimizer_in_graph
+                     else np.zeros(len(before)))
         if decay_read:
             decay_sums = self.optimizer._msd_decay_sums.asnumpy()  # pylint: disable=protected-access
             grad_sums = np.where([name in self._read_at_decay for name in self.parameter_names], decay_sums, grad_sums)

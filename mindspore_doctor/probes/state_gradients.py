@@ -14,9 +14,11 @@ is copied already, for the update) and reads it after:
 
 In the one-graph design this replaces the gradient sums the graph would run on every step: one ``L2Loss`` a tensor,
 a ``Mul``, a ``Sub`` and an ``L2Loss`` for a decayed one, ~15 us a kernel on CPU (most of MobileNetV3's and
-ShuffleNetV2's probe cost). Only where the step is exactly MindSpore's — the class's own methods, no loss scale,
-gradient centralization, weight-decay schedule or lazy/offload/AMSGrad variant — and for float32 tensors the host
-copies whole (``max_size``).
+ShuffleNetV2's probe cost), or the control flow of a switch, which cost a larger network more than its sums (RegNet).
+Where every gradient of the optimizer is derived, the optimizer is not probed in the graph at all. Only where the
+step is exactly MindSpore's — the class's own methods, no loss scale, gradient centralization, weight-decay schedule
+or lazy/offload/AMSGrad variant — and for float32 tensors. The copies live for one probe step: the state, and the
+weights the decay reads where the caller's copy of a weight is a strided sample.
 """
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ import numpy as np
 from mindspore import nn
 
 from mindspore_doctor.probes.swap import user_class
+
+_CHUNK = 1 << 18
+"""Elements derived at a time: the float64 scratch of one tensor's gradient stays within 2 MB."""
 
 
 def _momentum_gradient(after: np.ndarray, before: np.ndarray, factor: np.float32) -> np.ndarray:
@@ -90,15 +95,19 @@ def _weight_decays(optimizer: nn.Optimizer) -> list[float]:
 class StateGradients:
     """Σg²/2 of the gradients the host derives, on one probe step: ``before()`` ahead of it, ``sums()`` after."""
 
-    def __init__(self, optimizer: nn.Optimizer, form: _StateForm, decays: dict[int, float]) -> None:
+    def __init__(self, optimizer: nn.Optimizer, form: _StateForm, decays: dict[int, float], whole: int) -> None:
         self.optimizer, self.form = optimizer, form
         self.state = getattr(optimizer, form.state)
         self.decays = {i: np.float32(wd) for i, wd in decays.items()}
+        self.whole = whole
+        """The caller's copies of the weights before the step are whole up to this size; larger decayed weights are
+        copied here."""
         self._before: dict[int, np.ndarray] | None = None
+        self._weights: dict[int, np.ndarray] = {}
         self._factor = np.float32(0.0)
 
     @classmethod
-    def of(cls, optimizer: Any, max_size: int) -> "StateGradients | None":
+    def of(cls, optimizer: Any, whole: int) -> "StateGradients | None":
         """For the parameters of ``optimizer`` whose gradient the host can derive; None when there are none."""
         form = _form(optimizer)
         if form is None:
@@ -107,9 +116,8 @@ class StateGradients:
         filters = getattr(optimizer, "optim_filter", None) or (True,) * len(decays)
         derived = {i: decays[i] for i, (weight, state, updated) in
                    enumerate(zip(optimizer.parameters, getattr(optimizer, form.state), filters))
-                   if updated and weight.dtype == state.dtype and str(weight.dtype) == "Float32"
-                   and weight.size <= max_size}
-        return cls(optimizer, form, derived) if derived else None
+                   if updated and weight.dtype == state.dtype and str(weight.dtype) == "Float32"}
+        return cls(optimizer, form, derived, whole) if derived else None
 
     @property
     def indices(self) -> list[int]:
@@ -119,17 +127,27 @@ class StateGradients:
         """Copy the state and its factor ahead of a probe step (replacing a copy ``sums()`` did not read)."""
         self._factor = np.float32(getattr(self.optimizer, self.form.factor).asnumpy().reshape(-1)[0])
         self._before = {i: self.state[i].asnumpy().reshape(-1).copy() for i in self.decays}
+        weights = self.optimizer.parameters
+        self._weights = {i: weights[i].asnumpy().reshape(-1).copy() for i, decay in self.decays.items()
+                         if decay and weights[i].size > self.whole}
 
     def sums(self, weights_before: list[np.ndarray]) -> dict[int, float]:
         """Σg²/2 of each derived parameter over the one optimizer step since ``before()``, from its state now and its
-        weight before (``weights_before[i]``, the whole flat tensor)."""
+        weight before (``weights_before[i]``, the whole flat tensor up to ``whole`` elements)."""
         before, self._before = self._before, None
+        weights, self._weights = self._weights, {}
         if before is None:
             return {}
         sums = {}
         for i, state in before.items():
-            gradient = self.form.gradient(self.state[i].asnumpy().reshape(-1), state, self._factor)
-            if self.decays[i]:
-                gradient -= weights_before[i] * self.decays[i]
-            sums[i] = 0.5 * float(np.dot(gradient, gradient))
+            after = self.state[i].asnumpy().reshape(-1)
+            weight = weights.get(i, weights_before[i])
+            total = 0.0
+            for start in range(0, state.size, _CHUNK):
+                part = slice(start, start + _CHUNK)
+                gradient = self.form.gradient(after[part], state[part], self._factor)
+                if self.decays[i]:
+                    gradient -= weight[part] * self.decays[i]
+                total += float(np.dot(gradient, gradient))
+            sums[i] = 0.5 * total
         return sums
