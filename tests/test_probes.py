@@ -321,7 +321,7 @@ def _probed_step_sums(net, optimizer, instrumentation_of=Instrumentation, steps=
     probe read into the step's signals, the graph's sums buffer then — None where the optimizer is not probed in the
     graph —, the instrumentation)."""
     loss_net = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
-    cell = nn.TrainOneStepCell(loss_net, optimizer)
+    cell = nn.TrainOneStepCell(loss_net, optimizer, sens=optimizer.loss_scale)  # the gradients scaled, as it expects
     cell.set_train()
     instrumentation = instrumentation_of(net, optimizer)
     rng = np.random.default_rng(1)
@@ -369,6 +369,8 @@ STATE_OPTIMIZERS = {
         _groups(p, 0.02), nn.ExponentialDecayLR(0.05, 0.9, 4), 0.9, use_nesterov=True),
     "Adam": lambda p: nn.Adam(p, 1e-3),
     "Adam+groups": lambda p: nn.Adam(_groups(p, 0.01), 1e-3),
+    "Momentum+weight_decay+loss_scale": lambda p: nn.Momentum(p, 0.05, 0.9, weight_decay=0.01, loss_scale=1000.0),
+    "Adam+weight_decay+loss_scale": lambda p: nn.Adam(p, 1e-3, weight_decay=0.01, loss_scale=128.0),
     "AdamWeightDecay+groups": lambda p: nn.AdamWeightDecay(_groups(p, 0.01), 1e-3),
 }
 
@@ -416,6 +418,23 @@ class HalfScaledMLP(TinyMLP):
 
 
 @pytest.mark.parametrize("every_step", [True, False], ids=["sums-every-step", "switched"])
+@pytest.mark.parametrize("make_optimizer", [
+    lambda p: nn.SGD(p, 0.05, momentum=0.9, weight_decay=0.01, loss_scale=1000.0),
+    lambda p: nn.Adam(p, 1e-3, weight_decay=0.01, loss_scale=128.0, use_lazy=True),
+], ids=["SGD", "LazyAdam"])
+def test_a_loss_scaled_optimizers_gradients_read_in_the_graph_are_unscaled(make_optimizer, every_step, monkeypatch):
+    """An optimizer with a loss scale of its own takes the gradients ``s`` times larger, and so does the graph's read
+    of them, at the optimizer and where the decay wrote them: the host scales the sums back."""
+    monkeypatch.setattr(instrument, "SUMS_EVERY_STEP_ELEMENTS", 1 << 15 if every_step else 0)
+    net = TinyMLP()
+    optimizer = make_optimizer(net.trainable_params())
+    expected, read, in_graph, instrumentation = _probed_step_sums(net, optimizer)
+    assert in_graph is not None and not instrumentation._derived_names  # pylint: disable=protected-access
+    np.testing.assert_allclose(read, expected, rtol=1e-5)
+    instrumentation.restore()
+
+
+@pytest.mark.parametrize("every_step", [True, False], ids=["sums-every-step", "switched"])
 def test_a_gradient_the_host_cannot_derive_is_read_in_the_graph_beside_the_derived(every_step, monkeypatch):
     """The optimizer is probed in the graph for the float16 weight's gradient alone; the graph's buffer holds no
     sum for the derived ones."""
@@ -433,8 +452,8 @@ def test_a_gradient_the_host_cannot_derive_is_read_in_the_graph_beside_the_deriv
 
 
 def test_an_optimizer_that_changes_the_step_is_read_in_the_graph():
-    """Whatever MindSpore's own step does not hold — a subclass's ``construct``, a loss scale, lazy Adam — keeps the
-    graph's reads; a subclass adding only attributes keeps the host's."""
+    """Whatever MindSpore's own step does not hold — a subclass's ``construct``, lazy Adam — keeps the graph's reads;
+    a subclass adding only attributes, a loss scale keep the host's."""
 
     class Logged(nn.Momentum):
         pass
@@ -445,7 +464,7 @@ def test_an_optimizer_that_changes_the_step_is_read_in_the_graph():
 
     net = TinyMLP()
     cases = {Logged(net.trainable_params(), 0.05, 0.9): 4, Clipped(net.trainable_params(), 0.05, 0.9): 0,
-             nn.Momentum(net.trainable_params(), 0.05, 0.9, loss_scale=128.0): 0, nn.SGD(net.trainable_params()): 0,
+             nn.Momentum(net.trainable_params(), 0.05, 0.9, loss_scale=128.0): 4, nn.SGD(net.trainable_params()): 0,
              nn.Adam(net.trainable_params(), use_lazy=True): 0, nn.AdamWeightDecay(net.trainable_params()): 4}
     for optimizer, derived in cases.items():
         instrumentation = Instrumentation(net, optimizer)

@@ -53,7 +53,7 @@ from mindspore.ops import functional as F
 
 from mindspore_doctor.forward import SAMPLING_SWITCH
 from mindspore_doctor.library import mindspore_classes
-from mindspore_doctor.probes.state_gradients import StateGradients
+from mindspore_doctor.probes.state_gradients import StateGradients, loss_unscale
 from mindspore_doctor.probes.swap import CannotProbe, probed_class, swap
 from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationStats, StepSignals
 
@@ -500,6 +500,8 @@ class Instrumentation:
         derived = self._derived.indices if self._derived else ()
         self._derived_names = frozenset(self.parameter_names[i] for i in derived)
         self._optimizer_in_graph = len(derived) < len(self.parameter_names)
+        self._unscale = loss_unscale(optimizer)
+        """The optimizer's own loss scale, 1/s: the gradients the graph reads are ``s`` times the true ones."""
         """Some gradient is read in the graph: the optimizer gets its probed class. Otherwise it keeps its own, and
         nothing of the Doctor's runs in its step (RegNet's switch, with no sums left behind it, cost 3 ms a step)."""
         through_library = _decays_through_library(optimizer)
@@ -677,6 +679,8 @@ class Instrumentation:
         if decay_read:
             decay_sums = self.optimizer._msd_decay_sums.asnumpy()  # pylint: disable=protected-access
             grad_sums = np.where([name in self._read_at_decay for name in self.parameter_names], decay_sums, grad_sums)
+        if self._unscale is not None:
+            grad_sums *= np.float64(self._unscale) ** 2
         unread = set(self.unread_gradients) | (set() if decay_read else self._read_at_decay)
         derived = self._derived.sums(before) if self._derived is not None and one_update else {}
         if derived:

@@ -10,14 +10,17 @@ is copied already, for the update) and reads it after:
 * Momentum: ``d = a_after - float32(a_before * momentum)``, to the rounding of that one addition (exactly 0 where
   nothing was added);
 * Adam: ``d = m_before + (m_after - m_before) / (1 - beta1)``, to about ten roundings of ``m`` (relative 1e-6);
-* then ``g = d - float32(w * wd)`` where the decay came first.
+* then ``g = d - float32(w * wd)`` where the decay came first;
+* an optimizer with a loss scale ``s`` of its own (``loss_scale=``, which a fixed loss scale without dropped
+  overflows needs) takes ``s * g`` and scales the decayed gradient by ``float32(1 / s)`` before its state reads it:
+  the state holds ``g`` plus the decay's ``float32(float32(w * wd) / s)``, and so does the derivation.
 
 In the one-graph design this replaces the gradient sums the graph would run on every step: one ``L2Loss`` a tensor,
 a ``Mul``, a ``Sub`` and an ``L2Loss`` for a decayed one, ~15 us a kernel on CPU (most of MobileNetV3's and
 ShuffleNetV2's probe cost), or the control flow of a switch, which cost a larger network more than its sums (RegNet).
 Where every gradient of the optimizer is derived, the optimizer is not probed in the graph at all. Only where the
-step is exactly MindSpore's — the class's own methods, no loss scale, gradient centralization, weight-decay schedule
-or lazy/offload/AMSGrad variant — and for float32 tensors. The copies live for one probe step: the state, and the
+step is exactly MindSpore's — the class's own methods, no gradient centralization, weight-decay schedule or
+lazy/offload/AMSGrad variant — and for float32 tensors. The copies live for one probe step: the state, and the
 weights the decay reads where the caller's copy of a weight is a strided sample.
 """
 from __future__ import annotations
@@ -53,17 +56,16 @@ class _StateForm:
     state: str  # the attribute holding the per-parameter state
     factor: str  # the attribute holding the state's decay factor (momentum, beta1)
     decayed_first: bool  # the state takes the gradient after ``decay_weight``
-    off_flags: tuple[str, ...]  # options that change the step (a loss scale, a schedule of the decay...)
+    off_flags: tuple[str, ...]  # options that change the step (a schedule of the decay, lazy Adam...)
     gradient: Callable[[np.ndarray, np.ndarray, np.float32], np.ndarray]
 
 
 _STEP = ("construct", "decay_weight", "gradients_centralization", "scale_grad", "get_weight_decay")
 _FORMS = (
-    _StateForm(nn.Momentum, _STEP, "moments", "momentum", True, ("need_scale", "dynamic_weight_decay"),
-               _momentum_gradient),
+    _StateForm(nn.Momentum, _STEP, "moments", "momentum", True, ("dynamic_weight_decay",), _momentum_gradient),
     _StateForm(nn.Adam, _STEP + ("_apply_adam", "_grad_sparse_indices_deduplicate"), "moment1", "beta1", True,
-               ("need_scale", "dynamic_weight_decay", "use_lazy", "use_offload", "use_amsgrad"), _moment_gradient),
-    _StateForm(nn.AdamWeightDecay, ("construct",), "moments1", "beta1", False, (), _moment_gradient),
+               ("dynamic_weight_decay", "use_lazy", "use_offload", "use_amsgrad"), _moment_gradient),
+    _StateForm(nn.AdamWeightDecay, ("construct",), "moments1", "beta1", False, (), _moment_gradient),  # no loss scale
 )
 
 
@@ -83,6 +85,14 @@ def _form(optimizer: Any) -> _StateForm | None:
     return None
 
 
+def loss_unscale(optimizer: Any) -> np.float32 | None:
+    """``float32(1 / s)`` of an ``nn.Optimizer`` with a loss scale ``s`` of its own, which takes the gradients scaled
+    by ``s`` and scales them back in ``scale_grad``; None without one."""
+    if not getattr(optimizer, "need_scale", False):
+        return None
+    return np.float32(optimizer.reciprocal_scale.asnumpy().reshape(-1)[0])
+
+
 def _weight_decays(optimizer: nn.Optimizer) -> list[float]:
     """The weight decay ``decay_weight`` applies to each parameter (0.0 where none)."""
     count = len(optimizer.parameters)
@@ -99,6 +109,7 @@ class StateGradients:
         self.optimizer, self.form = optimizer, form
         self.state = getattr(optimizer, form.state)
         self.decays = {i: np.float32(wd) for i, wd in decays.items()}
+        self.unscale = loss_unscale(optimizer)
         self.whole = whole
         """The caller's copies of the weights before the step are whole up to this size; larger decayed weights are
         copied here."""
@@ -147,7 +158,8 @@ class StateGradients:
                 part = slice(start, start + _CHUNK)
                 gradient = self.form.gradient(after[part], state[part], self._factor)
                 if self.decays[i]:
-                    gradient -= weight[part] * self.decays[i]
+                    decay = weight[part] * self.decays[i]
+                    gradient -= decay if self.unscale is None else decay * self.unscale
                 total += float(np.dot(gradient, gradient))
             sums[i] = 0.5 * total
         return sums
