@@ -43,6 +43,14 @@ RUN_OPTIONS = (
         "step, and reads it on probe steps and at epoch end (no per-step wait on GPU/Ascend); \"auto\": \"step\" on "
         "CPU, \"deferred\" elsewhere.",
     ),
+    Option(
+        "sampled_activations", 16,
+        "The most activation cells whose output a compiled step samples (MSD212/213/216), spread evenly through the "
+        "network; None: every one. In GRAPH mode, one graph (a network of more than 16 optimizer tensors), the "
+        "sample runs on every step, a gather and a copy a cell (35-50 us a cell on CPU); under a probe phase of its "
+        "own and in PyNative it runs on probe steps only, for every cell.",
+        type="int | None",
+    ),
     # --- data ------------------------------------------------------------------------------------------------
     Option(
         "data_max_samples", 2048,

@@ -25,6 +25,11 @@ class DoctorConfig:
     alternative, docs/custom-loops.md); "deferred" records it on the device, with the first non-finite step, and
     reads it on probe steps and at epoch end (no per-step wait on GPU/Ascend); "auto": "step" on CPU, "deferred"
     elsewhere."""
+    sampled_activations: int | None = 16
+    """The most activation cells whose output a compiled step samples (MSD212/213/216), spread evenly through the
+    network; None: every one. In GRAPH mode, one graph (a network of more than 16 optimizer tensors), the sample
+    runs on every step, a gather and a copy a cell (35-50 us a cell on CPU); under a probe phase of its own and
+    in PyNative it runs on probe steps only, for every cell."""
     data_max_samples: int = 2048
     """Bound on samples read from a dataset by the data checks."""
     data_max_seconds: float = 2.0

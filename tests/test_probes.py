@@ -252,6 +252,49 @@ def test_probe_steps_run_their_own_graph_only_on_a_small_network(max_parameters,
     assert all(len(s.grad_rms) == 5 and list(s.activations) == ["relu", "head_act"] for s in probed_steps)
 
 
+class DeepReluMLP(nn.Cell):
+    """Ten ReLU cells in a row."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.SequentialCell([cell for _ in range(10) for cell in (nn.Dense(8, 8), nn.ReLU())])
+        self.head = nn.Dense(8, 2)
+
+    def construct(self, x):
+        return self.head(self.body(x))
+
+
+@pytest.mark.parametrize("max_parameters, sampled", [(0, ["body.1", "body.9", "body.19"]), (64, None)],
+                         ids=["one-graph", "probe-phase"])
+def test_a_compiled_step_samples_at_most_sampled_activations_spread_through_the_network(max_parameters, sampled,
+                                                                                       monkeypatch):
+    """Sampled on every step, each cell costs a gather and a copy: the first, the last and evenly between, the
+    others named in an MSD002; a probe phase of its own samples every cell (only on probe steps)."""
+    monkeypatch.setattr(instrument, "PROBE_PHASE_MAX_PARAMETERS", max_parameters)
+
+    def trained(doctor):
+        ms.set_seed(0)
+        net = DeepReluMLP()
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((64, 8)).astype(np.float32)
+        data = ds.NumpySlicesDataset({"x": x, "label": (x[:, 0] > 0).astype(np.int32)}, shuffle=False).batch(16)
+        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                      nn.Momentum(net.trainable_params(), 0.01, 0.9))
+        model.train(1, data, callbacks=[doctor] if doctor else [], dataset_sink_mode=False)
+        return [p.asnumpy() for p in net.trainable_params()]
+
+    doctor = Doctor(probe_every=2, ignore=("MSD3",), sampled_activations=3)
+    assert all(np.array_equal(a, b) for a, b in zip(trained(doctor), trained(None)))
+    cells = [f"body.{i}" for i in range(1, 20, 2)]
+    assert all(list(s.activations) == (sampled or cells) for s in doctor.history.probed())
+    skipped = [f for f in doctor.report.findings if f.code == "MSD002" and "not sampled" in f.message]
+    if sampled:
+        assert len(skipped) == 1 and skipped[0].severity == "info"
+        assert "7 of the network's 10 activation cells" in skipped[0].message and "`body.3`" in skipped[0].message
+    else:
+        assert not skipped
+
+
 # --- every optimizer MindSpore runs on CPU: same weights, gradients probed on every probe step ------------
 
 _SCHEDULE = nn.PolynomialDecayLR(1e-3, 1e-5, 10, 1.0)

@@ -262,7 +262,8 @@ class DoctorSession:
     def _install(self, backbone: Any, optimizer: Any, train_cell: Any) -> None:
         from mindspore_doctor.probes.instrument import Instrumentation
 
-        self._instrumentation = instrumentation = Instrumentation(backbone, optimizer, train_cell)
+        self._instrumentation = instrumentation = Instrumentation(backbone, optimizer, train_cell,
+                                                                  self.config.sampled_activations)
         self._optimizer = optimizer
         self.history.parameter_order = list(instrumentation.parameter_names)
         self.history.parameter_shapes = dict(instrumentation.parameter_shapes)
@@ -282,6 +283,14 @@ class DoctorSession:
         if unprobed:
             cells = ", ".join(f"`{path}` ({reason})" for path, reason in unprobed.items())
             self._skipped(training_rules.ACTIVATION_PROBE_CODES, f"activation cells not probed: {cells}.")
+        if instrumentation.unsampled:
+            sampled, left = len(instrumentation.activations), instrumentation.unsampled
+            shown = ", ".join(f"`{p}`" for p in left[:4]) + (f" and {len(left) - 4} more" if len(left) > 4 else "")
+            self._skipped(training_rules.ACTIVATION_PROBE_CODES,
+                          f"{len(left)} of the network's {sampled + len(left)} activation cells are not sampled "
+                          f"({shown}): the compiled step samples {sampled}, spread evenly through the network, each "
+                          "at the cost of a gather and a copy on every step. `Doctor(sampled_activations=None)` "
+                          "samples every one.")
 
     def _check_train_mode(self, backbone: Any, step: int | None) -> None:
         from mindspore_doctor.static.layers import mode_dependent_cells
