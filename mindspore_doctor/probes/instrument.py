@@ -515,10 +515,10 @@ class Instrumentation:
         derived = self._derived.indices if self._derived else ()
         self._derived_names = frozenset(self.parameter_names[i] for i in derived)
         self._optimizer_in_graph = len(derived) < len(self.parameter_names)
-        self._unscale = loss_unscale(optimizer)
-        """The optimizer's own loss scale, 1/s: the gradients the graph reads are ``s`` times the true ones."""
         """Some gradient is read in the graph: the optimizer gets its probed class. Otherwise it keeps its own, and
         nothing of the Doctor's runs in its step (RegNet's switch, with no sums left behind it, cost 3 ms a step)."""
+        self._unscale = loss_unscale(optimizer)
+        """The optimizer's own loss scale, 1/s: the gradients the graph reads are ``s`` times the true ones."""
         through_library = _decays_through_library(optimizer)
         self._read_at_decay = (frozenset(_decayed(optimizer) or ()) - self._derived_names if through_library
                                else frozenset())
