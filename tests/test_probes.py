@@ -273,15 +273,7 @@ def test_a_compiled_step_samples_at_most_sampled_activations_spread_through_the_
     monkeypatch.setattr(instrument, "PROBE_PHASE_MAX_PARAMETERS", max_parameters)
 
     def trained(doctor):
-        ms.set_seed(0)
-        net = DeepReluMLP()
-        rng = np.random.default_rng(0)
-        x = rng.standard_normal((64, 8)).astype(np.float32)
-        data = ds.NumpySlicesDataset({"x": x, "label": (x[:, 0] > 0).astype(np.int32)}, shuffle=False).batch(16)
-        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                      nn.Momentum(net.trainable_params(), 0.01, 0.9))
-        model.train(1, data, callbacks=[doctor] if doctor else [], dataset_sink_mode=False)
-        return [p.asnumpy() for p in net.trainable_params()]
+        return _weights_after(lambda p: nn.Momentum(p, 0.01, 0.9), doctor, DeepReluMLP)
 
     doctor = Doctor(probe_every=2, ignore=("MSD3",), sampled_activations=3)
     assert all(np.array_equal(a, b) for a, b in zip(trained(doctor), trained(None)))
@@ -332,9 +324,9 @@ class TinyMLP(nn.Cell):
         return self.fc2(self.relu(self.fc1(x)))
 
 
-def _weights_after(make_optimizer, doctor):
+def _weights_after(make_optimizer, doctor, network=TinyMLP):
     ms.set_seed(0)
-    net = TinyMLP()
+    net = network()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((96, 8)).astype(np.float32)
     data = ds.NumpySlicesDataset({"x": x, "label": (x[:, 0] > 0).astype(np.int32)}, shuffle=False).batch(16)
