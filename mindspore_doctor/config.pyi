@@ -26,10 +26,11 @@ class DoctorConfig:
     reads it on probe steps and at epoch end (no per-step wait on GPU/Ascend); "auto": "step" on CPU, "deferred"
     elsewhere."""
     sampled_activations: int | None = 16
-    """The most activation cells whose output a compiled step samples (MSD212/213/216), spread evenly through the
-    network; None: every one. In GRAPH mode, one graph (a network of more than 16 optimizer tensors), the sample
-    runs on every step, a gather and a copy a cell (35-50 us a cell on CPU); under a probe phase of its own and
-    in PyNative it runs on probe steps only, for every cell."""
+    """The most activation cells whose output a compiled step samples on every step (MSD212/213/216), spread evenly
+    through the network; None: every one. Only where the probe steps do not sample in a forward pass of their
+    own (GRAPH mode under doctor.watch(), a train cell of the user's, fewer than 8 activation cells): there the
+    sample runs on every step, a gather and a copy a cell (35-50 us a cell on CPU). Under Model.train (8 cells
+    or more), under a probe phase of its own and in PyNative every cell is sampled, on probe steps only."""
     data_max_samples: int = 2048
     """Bound on samples read from a dataset by the data checks."""
     data_max_seconds: float = 2.0

@@ -5,7 +5,7 @@ import mindspore as ms
 import mindspore.dataset as ds
 import numpy as np
 import pytest
-from mindspore import nn
+from mindspore import nn, ops
 from mindspore.train import Model
 
 from mindspore_doctor import Doctor
@@ -17,6 +17,7 @@ from mindspore_doctor.probes.instrument import (
     Instrumentation,
     activation_stats,
 )
+from mindspore_doctor.rule import CheckSkipped
 from mindspore_doctor.signals import StepSignals
 
 # --- statistics from a sample (numpy only) -------------------------------------------------------
@@ -237,7 +238,7 @@ def test_probe_steps_run_their_own_graph_only_on_a_small_network(max_parameters,
         data = ds.NumpySlicesDataset({"x": rng.standard_normal((64, 3, 16, 16)).astype(np.float32),
                                       "label": rng.integers(0, 2, 64).astype(np.int32)}, shuffle=False).batch(16)
         model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                      nn.Momentum(net.trainable_params(), 0.01, 0.9))
+                      nn.SGD(net.trainable_params(), 0.01))  # its gradients are read in the graph
         model.train(2, data, callbacks=[doctor] if doctor else [], dataset_sink_mode=False)
         return model.train_network, [p.asnumpy() for p in net.trainable_params()]
 
@@ -264,16 +265,17 @@ class DeepReluMLP(nn.Cell):
         return self.head(self.body(x))
 
 
-@pytest.mark.parametrize("max_parameters, sampled", [(0, ["body.1", "body.9", "body.19"]), (64, None)],
-                         ids=["one-graph", "probe-phase"])
-def test_a_compiled_step_samples_at_most_sampled_activations_spread_through_the_network(max_parameters, sampled,
-                                                                                       monkeypatch):
+@pytest.mark.parametrize("max_parameters, own_train_cell, sampled",
+                         [(0, True, ["body.1", "body.9", "body.19"]), (64, True, None), (0, False, None)],
+                         ids=["one-graph", "probe-phase", "forward-pass"])
+def test_a_compiled_step_samples_at_most_sampled_activations_spread_through_the_network(
+        max_parameters, own_train_cell, sampled, monkeypatch):
     """Sampled on every step, each cell costs a gather and a copy: the first, the last and evenly between, the
-    others named in an MSD002; a probe phase of its own samples every cell (only on probe steps)."""
+    others named in an MSD002; a probe phase of its own, or the forward pass of probe steps, samples every cell."""
     monkeypatch.setattr(instrument, "PROBE_PHASE_MAX_PARAMETERS", max_parameters)
 
     def trained(doctor):
-        return _weights_after(lambda p: nn.Momentum(p, 0.01, 0.9), doctor, DeepReluMLP)
+        return _weights_after(lambda p: nn.SGD(p, 0.01), doctor, DeepReluMLP, own_train_cell)
 
     doctor = Doctor(probe_every=2, ignore=("MSD3",), sampled_activations=3)
     assert all(np.array_equal(a, b) for a, b in zip(trained(doctor), trained(None)))
@@ -324,14 +326,24 @@ class TinyMLP(nn.Cell):
         return self.fc2(self.relu(self.fc1(x)))
 
 
-def _weights_after(make_optimizer, doctor, network=TinyMLP):
+class OwnTrainStep(nn.TrainOneStepCell):
+    """A user's train cell of named inputs: what it hands its loss network is not known, so the train step samples
+    the activations."""
+
+    def construct(self, x, label):
+        return super().construct(x, label)
+
+
+def _weights_after(make_optimizer, doctor, network=TinyMLP, own_train_cell=False):
     ms.set_seed(0)
     net = network()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((96, 8)).astype(np.float32)
     data = ds.NumpySlicesDataset({"x": x, "label": (x[:, 0] > 0).astype(np.int32)}, shuffle=False).batch(16)
-    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
-                  make_optimizer(net.trainable_params()))
+    loss_fn, optimizer = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"), make_optimizer(
+        net.trainable_params())
+    model = (Model(OwnTrainStep(nn.WithLossCell(net, loss_fn), optimizer)) if own_train_cell
+             else Model(net, loss_fn, optimizer))
     model.train(2, data, callbacks=[doctor] if doctor else [], dataset_sink_mode=False)
     return [p.asnumpy() for p in net.trainable_params()]
 
@@ -349,6 +361,151 @@ def test_every_optimizer_trains_bitwise_the_same_and_is_probed(name, max_paramet
     probed = doctor.history.probed()
     assert [s.step for s in probed] == [1, 2, 4, 6, 8, 10, 12]
     assert all(len(s.grad_rms) == 4 and all(v > 0 for v in s.grad_rms.values()) for s in probed)
+
+
+class BatchNormDropoutNet(nn.Cell):
+    """Convolution, BatchNorm, ReLU, dropout (MindSpore's, and one inside a cell of the user's, as mindcv's
+    DropPath holds it), dense, Sigmoid."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, pad_mode="same")
+        self.bn = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU()
+        self.drop = nn.Dropout(p=0.5)
+        self.path = DropPathLike()
+        self.flatten = nn.Flatten()
+        self.fc = nn.Dense(8 * 8 * 8, 2)
+        self.head_act = nn.Sigmoid()
+
+    def construct(self, x):
+        return self.head_act(self.fc(self.flatten(self.path(self.drop(self.relu(self.bn(self.conv(x))))))))
+
+
+class DropPathLike(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.dropout = nn.Dropout(p=0.2)
+
+    def construct(self, x):
+        if not self.training:
+            return x
+        return x * self.dropout(ops.ones((x.shape[0], 1, 1, 1), x.dtype))
+
+
+def test_probe_steps_sample_the_activations_in_a_forward_pass_of_their_own(monkeypatch):
+    """With ``Model.train``'s train cell the user's train graph carries no sample: the probe steps sample in a
+    graph of the Doctor's own, after the step; the step's graph is the user's (one compiled, the same weights and
+    BatchNorm statistics), and the samples change on probe steps only."""
+    monkeypatch.setattr(instrument, "PROBE_PHASE_MAX_PARAMETERS", 0)
+    monkeypatch.setattr(instrument, "FORWARD_SAMPLES_MIN_CELLS", 2)
+    changed = []
+
+    class SampleWatch(ms.train.Callback):
+        def __init__(self, net):
+            self.net, self.last = net, None
+
+        def on_train_step_end(self, run_context):
+            buffers = instrument._BUFFERS.get(self.net.relu)  # pylint: disable=protected-access
+            now = None if buffers is None else buffers["_msd_sample"].asnumpy().copy()
+            changed.append(now is not None and (self.last is None or not np.array_equal(now, self.last)))
+            self.last = now
+            assert type(self.net.relu) is nn.ReLU  # the user's class, on every step
+
+    def trained(doctor):
+        ms.set_seed(0)
+        net = BatchNormDropoutNet()
+        net.drop.p, net.drop.keep_prob = 0.0, 1.0  # no dropout in training: its mask differs run to run on CPU
+        rng = np.random.default_rng(0)
+        data = ds.NumpySlicesDataset({"x": rng.standard_normal((64, 3, 8, 8)).astype(np.float32),
+                                      "label": rng.integers(0, 2, 64).astype(np.int32)}, shuffle=False).batch(8)
+        model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                      nn.Momentum(net.trainable_params(), 0.01, 0.9))
+        model.train(1, data, callbacks=[doctor, SampleWatch(net)] if doctor else [], dataset_sink_mode=False)
+        return model.train_network, {p.name: p.asnumpy() for p in net.get_parameters()}
+
+    doctor = Doctor(probe_every=3, ignore=("MSD3",))
+    probed, weights = trained(doctor)
+    plain, plain_weights = trained(None)
+    assert len(probed.compile_cache) == len(plain.compile_cache) == 1
+    assert weights.keys() == plain_weights.keys() and all(np.array_equal(weights[k], plain_weights[k])
+                                                          for k in weights)  # BatchNorm's moving statistics too
+    probed_steps = doctor.history.probed()
+    assert [s.step for s in probed_steps] == [1, 3, 6]
+    assert all(list(s.activations) == ["relu", "head_act"] for s in probed_steps)
+    assert changed == [step in (1, 3, 6) for step in range(1, 9)]
+
+
+class NoisyNet(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(8, 8)
+        self.relu = nn.ReLU()
+
+    def construct(self, x):
+        return self.relu(self.fc(x + 0.1 * ops.standard_normal(x.shape)))
+
+
+class NoisyByPrimitive(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.noise = ops.UniformReal(seed=3)
+        self.relu = nn.ReLU()
+
+    def construct(self, x):
+        return self.relu(x + self.noise(x.shape))
+
+
+@pytest.mark.parametrize("network, safe", [(BatchNormDropoutNet, True), (TinyMLP, True), (NoisyNet, False),
+                                           (NoisyByPrimitive, False)],
+                         ids=["dropout-and-batchnorm", "mlp", "random-function", "random-primitive"])
+def test_a_network_drawing_random_numbers_beyond_dropout_is_sampled_by_its_train_step(network, safe):
+    """A random op's state is shared by every graph that runs it: a pass of the Doctor's own through one would change
+    the user's next draws. Dropout cells run in eval mode in that pass; any other draw keeps the samples in the train
+    step."""
+    loss_net = nn.WithLossCell(network(), nn.MSELoss())
+    assert instrument.forward_samples_safely(loss_net) is safe
+
+
+class PassesItsInputs(nn.TrainOneStepCell):
+    """As mindcv's ``TrainStep``: ``self.network(*inputs)`` in a construct of its own."""
+
+    def construct(self, *inputs):
+        loss = self.network(*inputs)
+        return ops.depend(loss, self.optimizer(self.grad(self.network, self.weights)(*inputs, ops.ones_like(loss))))
+
+
+class RebindsItsInputs(nn.TrainOneStepCell):
+    def construct(self, *inputs):
+        inputs = inputs[:1] + inputs[1:]
+        loss = self.network(*inputs)
+        return ops.depend(loss, self.optimizer(self.grad(self.network, self.weights)(*inputs, ops.ones_like(loss))))
+
+
+@pytest.mark.parametrize("train_cell, known", [(nn.TrainOneStepCell, True), (PassesItsInputs, True),
+                                               (OwnTrainStep, False), (RebindsItsInputs, False)],
+                         ids=["mindspore", "passes-its-inputs", "named-inputs", "rebinds-its-inputs"])
+def test_the_sample_pass_calls_the_loss_network_as_a_known_train_cell_does(train_cell, known):
+    net = TinyMLP()
+    loss_net = nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"))
+    cell = train_cell(loss_net, nn.SGD(net.trainable_params(), 0.01))
+    assert instrument.called_loss_network(cell) is (loss_net if known else None)
+
+
+def test_a_sample_pass_that_cannot_run_stops_the_activation_reads(monkeypatch):
+    monkeypatch.setattr(instrument, "FORWARD_SAMPLES_MIN_CELLS", 1)
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = TinyMLP()
+    cell = _train_cell(net)
+    instrumentation = Instrumentation(net, cell.optimizer, loss_network=cell.network)
+    instrumentation.set_probing(True)
+    with pytest.raises(CheckSkipped, match="no inputs"):
+        instrumentation.sample_activations(None)
+    signals = StepSignals(step=1)
+    instrumentation.read_into(signals)
+    assert not signals.activations and not instrumentation.activations
+    instrumentation.restore()
+    assert type(net.relu) is nn.ReLU and not hasattr(net.relu, "_msd_sample")
 
 
 def _probed_step_sums(net, optimizer, instrumentation_of=Instrumentation, steps=(False, True, False)):

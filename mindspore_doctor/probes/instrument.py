@@ -28,10 +28,13 @@ How it works (see docs/doctor.md, "How the probes work"):
   measured after the real optimizer ran, whatever it is.
 * Activation cells (ReLU, Sigmoid, Tanh, GELU...) get a subclass whose
   ``construct`` also copies a fixed-size strided sample of its output (16
-  samples x 256 units) into a buffer: one gather and one copy per call, on
-  every step in GRAPH mode (an ``if`` in the forward pass would be control
-  flow inside the differentiated graph, measured at 8 MB per cell), only on
-  probe steps in PyNative. The host computes the statistics from the sample.
+  samples x 256 units) into a buffer: one gather and one copy per call. Under
+  ``Model.train`` in GRAPH mode only a forward pass of the Doctor's own on
+  probe steps carries that subclass (``_SampleForward``); elsewhere in GRAPH
+  mode the train step samples on every step (an ``if`` in the forward pass
+  would be control flow inside the differentiated graph, measured at 8 MB per
+  cell), in PyNative on probe steps only. The host computes the statistics
+  from the sample.
 * Buffers are Parameters written with ``ops.assign`` and *not* registered on
   any cell: they never show up in checkpoints or ``parameters_and_names()``.
 
@@ -39,22 +42,29 @@ How it works (see docs/doctor.md, "How the probes work"):
 """
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 import weakref
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
+from mindspore.common.generator import default_generator
 from mindspore.ops import composite as C
 from mindspore.ops import constexpr
 from mindspore.ops import functional as F
+from mindspore.ops.function import random_func
+from mindspore.ops.primitive import Primitive
 
-from mindspore_doctor.forward import SAMPLING_SWITCH
+from mindspore_doctor.forward import SAMPLING_SWITCH, gc_frozen, traceless
 from mindspore_doctor.library import mindspore_classes
 from mindspore_doctor.probes.state_gradients import StateGradients, loss_unscale
-from mindspore_doctor.probes.swap import CannotProbe, probed_class, swap
+from mindspore_doctor.probes.swap import CannotProbe, class_functions, probed_class, swap, user_class
+from mindspore_doctor.rule import CheckSkipped
 from mindspore_doctor.signals import ACTIVATION_KINDS, DEAD_AT_ZERO, ActivationStats, StepSignals
 
 # The probed optimizer's ``_msd_grad_sums`` holds one number per optimizer parameter: half the sum of g² (one L2Loss
@@ -412,6 +422,14 @@ PROBE_NOW = "_msd_probe_now"
 ``PROBE_PHASE``, always on with the sums on every step."""
 
 
+FORWARD_SAMPLES_MIN_CELLS = 8
+"""The fewest activation cells whose samples a forward pass of the Doctor's own takes on probe steps
+(``_SampleForward``), rather than the train step on every step. Sampled in the train step each cell costs 35-50 us a
+step on CPU; the pass costs a forward pass every ``probe_every`` steps (MobileNetV3: 20 ms against a 32 ms step) and
+the host memory of its graph (corpus, peak RSS: ECAPA-TDNN +30 MB, ShuffleNetV2 +22, RegNet-X +15, and a
+two-activation attention model +21 MB, which took it from 1.07 to 1.10 of the plain run's)."""
+
+
 def _spread_out(activations: dict[str, nn.Cell], keep: int | None) -> list[str]:
     """Keep ``keep`` of ``activations`` (in network order), spread evenly from the first to the last; the paths of the
     others, removed. Each sampled cell of a compiled step costs a gather and a copy on every step: 35-50 us on CPU
@@ -488,6 +506,143 @@ def _gradients_left_unread(network: nn.Cell, optimizer: nn.Cell) -> list[str]:
     return [p.name for p in optimizer.parameters if p.name in recurrent and (decayed is None or p.name in decayed)]
 
 
+_RANDOM_FUNCTIONS = frozenset(random_func.__all__) | {
+    "bernoulli", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "rrelu",
+    "gumbel_softmax", "rand_ext", "randn_ext", "normal_", "uniform_", "exponential_", "random_", "bernoulli_"}
+"""Random draws a cell's code may call by name (``ops.standard_normal``, ``ops.dropout``, ``Tensor.uniform_``)."""
+_SEED_ATTRS = ("seed", "seed2", "Seed0", "Seed1")
+
+
+def _dropout_cell(cell: nn.Cell) -> bool:
+    """A MindSpore dropout cell (or a subclass keeping its ``construct``), which draws nothing in eval mode."""
+    kinds = [c for c in mindspore_classes(type(cell)) if c.__name__.startswith("Dropout")]
+    return bool(kinds) and type(cell).construct is kinds[0].construct
+
+
+def _draws_random(cell: nn.Cell) -> bool:
+    """Whether ``cell``'s own forward pass may draw random numbers, a dropout cell's aside: a primitive with a seed
+    among its attributes, or a random function named in its class's code (what is an attribute of the cell, as
+    BatchNorm's ``self.gamma``, is not one)."""
+    if any(isinstance(value, Primitive) and any(k in value.attrs for k in _SEED_ATTRS)
+           for value in (*vars(cell).values(), *getattr(cell, "_primitives", {}).values())):
+        return True
+    return any(not hasattr(cell, name) for name in _forward_names(type(cell)) & _RANDOM_FUNCTIONS)
+
+
+def _forward_names(cls: type) -> set[str]:
+    """The names the forward pass of a cell of class ``cls`` reads: in each ``construct`` of its classes and in
+    the methods they call, as far as they go (an ``_initialize_weights`` run once is not read)."""
+    methods = {}
+    for klass in reversed(cls.__mro__[:-1]):
+        if klass is not nn.Cell:
+            methods.update({function.__name__: function for function in class_functions(klass)})
+    names: set[str] = set()
+    todo = [function for klass in cls.__mro__ if klass is not nn.Cell
+            for function in class_functions(klass) if function.__name__ == "construct"]
+    seen: set[int] = set()
+    while todo:
+        function = todo.pop()
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        read = set(_code_names(function.__code__))
+        names |= read
+        todo.extend(methods[name] for name in read if name in methods)
+    return names
+
+
+def _code_names(code: Any) -> Iterator[str]:
+    yield from code.co_names
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            yield from _code_names(const)
+
+
+def forward_samples_safely(network: nn.Cell) -> bool:
+    """Whether a train-mode pass of ``network`` of the Doctor's own, its dropout cells in eval mode, leaves the
+    user's training as it is: nothing else in it draws random numbers. A random op's state is shared by every graph
+    that runs it (MindSpore 2.10 CPU: one extra pass through an ``nn.Dropout`` changed the next training step's
+    mask)."""
+    return not any(_draws_random(cell) for _, cell in network.cells_and_names() if not _dropout_cell(cell))
+
+
+def called_loss_network(train_cell: Any) -> nn.Cell | None:
+    """The loss network a train cell calls with the step's inputs as they are, when a pass of it of the Doctor's own
+    leaves training as it is (``forward_samples_safely``); None when that call is not known. Known: MindSpore's
+    ``TrainOneStepCell`` and its loss-scale kin, and a subclass whose ``construct(self, *inputs)`` calls
+    ``self.network(*inputs)`` without touching ``inputs`` (mindcv's ``TrainStep``)."""
+    cls = user_class(train_cell)
+    if cls not in (nn.TrainOneStepCell, nn.TrainOneStepWithLossScaleCell) and not _passes_its_inputs(cls):
+        return None
+    network = getattr(train_cell, "network", None)
+    return network if isinstance(network, nn.Cell) and forward_samples_safely(network) else None
+
+
+def _passes_its_inputs(cls: type) -> bool:
+    """``cls.construct(self, *inputs)`` calls ``self.network(*inputs)`` and never rebinds ``inputs``."""
+    construct = next((vars(k)["construct"] for k in cls.__mro__ if "construct" in vars(k)), None)
+    while hasattr(construct, "__wrapped__"):
+        construct = construct.__wrapped__
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(construct)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    function = tree.body[0] if tree.body else None
+    if not isinstance(function, ast.FunctionDef) or function.args.vararg is None:
+        return False
+    inputs = function.args.vararg.arg
+    if function.args.args[1:] or any(isinstance(node, ast.Name) and node.id == inputs
+                                     and isinstance(node.ctx, (ast.Store, ast.Del)) for node in ast.walk(function)):
+        return False
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "network"
+               and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and not node.keywords
+               and len(node.args) == 1 and isinstance(node.args[0], ast.Starred)
+               and isinstance(node.args[0].value, ast.Name) and node.args[0].value.id == inputs
+               for node in ast.walk(function))
+
+
+class _SampleForward(nn.Cell):
+    """The train cell's loss network, called as the train cell calls it, compiled as a graph of the Doctor's own with
+    the activation probes in: on probe steps only, so the user's train graph carries none of the samples' gathers
+    and copies (35-50 us a cell on every step on CPU).
+
+    A cell of its own (``auto_prefix=False``: the user's parameters keep their names): a graph MindSpore caches
+    under its key, never one the user compiles from the loss network."""
+
+    def __init__(self, network: nn.Cell) -> None:
+        super().__init__(auto_prefix=False)
+        self.network = network
+        self._compiled = False
+
+    def construct(self, *inputs):
+        return self.network(*inputs)
+
+    def run(self, inputs: tuple, probes: list[tuple[nn.Cell, type, dict[str, Any]]]) -> None:
+        """One pass over ``inputs``, each ``(cell, probed class, buffers)`` of ``probes`` swapped in for it."""
+        with (traceless(self.network, run_eagerly=False), _generator_kept(),
+              nullcontext() if self._compiled else gc_frozen()):
+            for _, cell in self.network.cells_and_names():
+                if _dropout_cell(cell):
+                    cell.training = False
+            undo = [swap(cell, probed, {**buffers, SAMPLING_SWITCH: True}) for cell, probed, buffers in probes]
+            try:
+                self(*inputs)
+                self._compiled = True
+            finally:
+                for step in reversed(undo):
+                    step()
+
+
+@contextmanager
+def _generator_kept() -> Iterator[None]:
+    """The default generator's state (``mint`` dropout's seed and offset), put back when the block ends."""
+    state = default_generator.get_state()
+    try:
+        yield
+    finally:
+        default_generator.set_state(state)
+
+
 class Instrumentation:
     """Installs the probes into an optimizer and a network, in place; ``restore()`` undoes everything.
 
@@ -500,7 +655,7 @@ class Instrumentation:
     """
 
     def __init__(self, network: nn.Cell, optimizer: nn.Cell, train_cell: Any = None,
-                 sampled_activations: int | None = None) -> None:
+                 sampled_activations: int | None = None, loss_network: Any = None) -> None:
         self.network = network
         self.optimizer = optimizer
         self.parameter_names = [p.name for p in optimizer.parameters]
@@ -528,12 +683,19 @@ class Instrumentation:
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         graph = ms.get_context("mode") == ms.GRAPH_MODE
         few_weights = sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS
-        in_graph = self._optimizer_in_graph or bool(self.activations)
+        forward = (_SampleForward(loss_network) if graph and loss_network is not None
+                   and len(self.activations) >= FORWARD_SAMPLES_MIN_CELLS else None)
+        in_graph = self._optimizer_in_graph or (bool(self.activations) and forward is None)
         self.train_cell = (train_cell if graph and in_graph and _probe_phase_pays(train_cell, optimizer, few_weights)
                            else None)
         """The train cell whose probe steps run under a phase of their own (``PROBE_PHASE``); None: one graph."""
+        self._forward = forward if self.train_cell is None else None
+        """The Doctor's own forward graph that samples the activations on probe steps (``sample_activations``);
+        None: the train step samples them."""
+        self._probed_activations: list[tuple[nn.Cell, type, dict[str, Any]]] = []
+        """Each activation cell, its probed class and buffers, swapped in only around ``self._forward``'s runs."""
         # A compiled step cannot switch the sampling off without control flow; PyNative runs Python each step.
-        self._sample_every_step = graph and self.train_cell is None
+        self._sample_every_step = graph and self.train_cell is None and self._forward is None
         self.unsampled = _spread_out(self.activations, sampled_activations) if self._sample_every_step else []
         """Activation cells left unsampled: a compiled step samples at most ``sampled_activations`` on every step."""
         self.sums_every_step = self._sample_every_step and few_weights
@@ -573,20 +735,30 @@ class Instrumentation:
         calls = getattr(self.optimizer, "_msd_decay_calls", None)
         return 0 if calls is None else int(calls.item())  # item(): 0.4 us, asnumpy()[0]: 6.6 us
 
-    def _swap(self, key: str, cell: nn.Cell, probe: Callable[..., Any], state: Callable[[], dict[str, Any]],
-              check: Callable[[type], None] = lambda cls: None, extra: dict[str, Any] | None = None,
-              switches: dict[str, Any] | None = None) -> bool:
-        """Give ``cell`` its probed class; False (and ``unprobed[key]`` says why) when its class cannot take one.
-        ``state`` makes the cell's buffers (kept for its life, ``_BUFFERS``); ``switches``, Python flags set anew."""
+    def _probed(self, key: str, cell: nn.Cell, probe: Callable[..., Any], state: Callable[[], dict[str, Any]],
+                check: Callable[[type], None] = lambda cls: None,
+                extra: dict[str, Any] | None = None) -> tuple[type, dict[str, Any]] | None:
+        """``cell``'s probed class and buffers; None (and ``unprobed[key]`` says why) when its class cannot take one.
+        ``state`` makes the buffers, kept for the cell's life (``_BUFFERS``)."""
         try:
             check(type(cell))
             probed = probed_class(type(cell), probe, extra)
         except CannotProbe as why:
             self.unprobed[key] = str(why)
-            return False
+            return None
         buffers = _BUFFERS.get(cell)
         if buffers is None:
             buffers = _BUFFERS[cell] = state()
+        return probed, buffers
+
+    def _swap(self, key: str, cell: nn.Cell, probe: Callable[..., Any], state: Callable[[], dict[str, Any]],
+              check: Callable[[type], None] = lambda cls: None, extra: dict[str, Any] | None = None,
+              switches: dict[str, Any] | None = None) -> bool:
+        """Give ``cell`` its probed class (``_probed``); ``switches``, Python flags set anew."""
+        found = self._probed(key, cell, probe, state, check, extra)
+        if found is None:
+            return False
+        probed, buffers = found
         self._undo.append(swap(cell, probed, {**buffers, **(switches or {})}))
         return True
 
@@ -594,13 +766,19 @@ class Instrumentation:
         if self._optimizer_in_graph:
             self._install_optimizer()
         for path, cell in list(self.activations.items()):
-            if not self._swap(path, cell, _activation_probe, lambda c=cell: {
+            found = self._probed(path, cell, _activation_probe, lambda c=cell: {
                 "_msd_sample": free_parameter(_EMPTY_SAMPLE.asnumpy()),
                 "_msd_kind": activation_kind(c),
-            }, switches={SAMPLING_SWITCH: self._sample_every_step}):
+            })
+            if found is None:
                 del self.activations[path]
                 continue
-            ops.assign(cell._msd_sample, _EMPTY_SAMPLE)  # pylint: disable=protected-access
+            probed, buffers = found
+            if self._forward is not None:
+                self._probed_activations.append((cell, probed, buffers))
+            else:
+                self._undo.append(swap(cell, probed, {**buffers, SAMPLING_SWITCH: self._sample_every_step}))
+            ops.assign(buffers["_msd_sample"], _EMPTY_SAMPLE)
 
     def _install_optimizer(self) -> None:
         optimizer, count, at_decay = self.optimizer, len(self.optimizer.parameters), bool(self._read_at_decay)
@@ -644,9 +822,29 @@ class Instrumentation:
             # An in-place write: a graph compiled from the user's own ``@ms.jit`` function keeps reading the
             # flag's first storage, which ``set_data`` would replace (measured: the probes then never switch off).
             ops.assign(self.optimizer._msd_probing, Tensor(probing))  # pylint: disable=protected-access
-        if not self._sample_every_step and not self._probe_phase_only:
+        if not self._sample_every_step and not self._probe_phase_only and self._forward is None:
             for cell in self.activations.values():
                 setattr(cell, SAMPLING_SWITCH, probing)
+
+    def sample_activations(self, inputs: Any) -> None:
+        """Before a probe step, when the train step does not sample the activations (``self._forward``): one pass of
+        the loss network over the step's ``inputs`` in a graph of the Doctor's own, with the probed activation
+        classes swapped in for it alone: the weights and the batch of the step's own forward pass. It leaves no
+        trace (``traceless``: cell attributes, BatchNorm statistics; the default generator's state, which ``mint``
+        dropout advances). Raises ``CheckSkipped`` when the step handed over no inputs or the pass fails; the
+        activations are not read from then on."""
+        if self._forward is None or not self._probing:
+            return
+        if not inputs:
+            self.activations.clear()
+            raise CheckSkipped("the step handed over no inputs for the activation samples' forward pass")
+        try:
+            self._forward.run(tuple(inputs), self._probed_activations)
+        except Exception as exc:
+            self.activations.clear()
+            first_line = next(iter(str(exc).strip().splitlines()), "")
+            raise CheckSkipped(f"the activation samples' forward pass cannot run: {type(exc).__name__}: "
+                               f"{first_line}") from exc
 
     def settle_probe_phase(self, resident_before_mb: float, resident_after_mb: float) -> None:
         """After the first step (a probe step), from the process's resident memory before and after it: when the
@@ -681,7 +879,8 @@ class Instrumentation:
                 updates = {name: _update_sample(weight) - before[i] for i, (name, weight)
                            in enumerate(zip(self.parameter_names, self.optimizer.parameters)) if name in updates_of}
         for order, (path, cell) in enumerate(self.activations.items()):
-            stats = activation_stats(cell._msd_kind, cell._msd_sample.asnumpy(), order)  # pylint: disable=protected-access
+            buffers = _BUFFERS[cell]
+            stats = activation_stats(buffers["_msd_kind"], buffers["_msd_sample"].asnumpy(), order)
             if stats is not None:
                 signals.activations[path] = stats
         if self.train_cell is not None:  # back to the user's graph now: whatever runs before the next step too

@@ -47,7 +47,7 @@ def is_probed(cell: Any) -> bool:
     return PROBED_MARK in type(cell).__dict__
 
 
-def _functions(cls: type) -> list[Callable[..., Any]]:
+def class_functions(cls: type) -> list[Callable[..., Any]]:
     """The plain functions ``cls`` defines (those under ``ms.jit``-style wrappers too), but ``__init__``: it has
     run already and does not run again."""
     found = []
@@ -124,7 +124,7 @@ def probed_class(base: type, probed_construct: Callable[..., Any], extra: dict[s
     if is_mindspore_class(base):
         # MindSpore's own classes: no bare super() in their constructs; the name is kept for messages and rules.
         return _subclass(base, members)
-    forms = set().union(set(), *map(_super_forms, _functions(base)))
+    forms = set().union(set(), *map(_super_forms, class_functions(base)))
     if "bare" not in forms:
         # A name of its own: MindSpore finds ``super(UserClass, self)``'s class by name in ``type(self).__mro__``.
         return _subclass(base, members, "_msdoctor")

@@ -98,7 +98,8 @@ class Doctor(Callback):
                                     optimizer=cb_optimizer or found.optimizer, request_stop=run_context.request_stop)
 
     def on_train_step_begin(self, run_context: Any) -> None:
-        self.session.step_begin(run_context.original_args().cur_step_num)
+        args = run_context.original_args()
+        self.session.step_begin(args.cur_step_num, getattr(args, "train_dataset_element", None))
 
     def on_train_step_end(self, run_context: Any) -> None:
         self.session.step_end(run_context.original_args())

@@ -55,7 +55,7 @@ class TrainingRun:
     def __enter__(self) -> "TrainingRun":
         state = self._state
         self._session.begin(state, self._backbone, loss_fn=state.loss_fn, optimizer=state.optimizer,
-                            request_stop=self._stop, check_mode=False)
+                            request_stop=self._stop, check_mode=False, inputs_every_step=False)
         self._session.step_begin(1)
         return self
 

@@ -165,10 +165,12 @@ class DoctorSession:
     # --- begin ------------------------------------------------------------------------------
 
     def begin(self, args: Any, backbone: Any, *, loss_fn: Any, optimizer: Any, request_stop: Callable[[], None],
-              check_mode: bool = True) -> None:
+              check_mode: bool = True, inputs_every_step: bool = True) -> None:
         """Static lint and probes before the first step; the data checks as it ends (``_run_data_checks``).
         ``check_mode``: the network is already in the mode it trains in (``Model.train`` sets it; a hand-written
-        loop may call ``set_train()`` later)."""
+        loop may call ``set_train()`` later). ``inputs_every_step``: every step hands its inputs to ``step_begin``
+        (``Model.train``'s ``train_dataset_element``), so the probe steps can sample the activations in a forward
+        pass of their own."""
         self._request_stop = request_stop
         self._args = args
         self._guard("sigterm-report", (), self._sigterm.catch)
@@ -190,7 +192,7 @@ class DoctorSession:
             self._skipped(training_rules.PROBE_CODES, "no optimizer found in the train network.")
         else:
             self._guard("training-probes", training_rules.PROBE_CODES,
-                        lambda: self._install(backbone, optimizer, args.train_network))
+                        lambda: self._install(backbone, optimizer, args.train_network, inputs_every_step))
             # Only where no multi-probe rule could judge: an extra probe near the last regular one would judge
             # "persistent" conditions over a few steps, and a longer run hears which rules it missed (MSD002).
             needed = [n for code, n in training_rules.probes_needed(self.config).items() if self._wanted(code)]
@@ -259,11 +261,13 @@ class DoctorSession:
             judged = self._guard("network-inputs", ("MSD304",), lambda: check.judge(batch))
             self._emit(check.held if judged is None else judged)
 
-    def _install(self, backbone: Any, optimizer: Any, train_cell: Any) -> None:
-        from mindspore_doctor.probes.instrument import Instrumentation
+    def _install(self, backbone: Any, optimizer: Any, train_cell: Any, inputs_every_step: bool) -> None:
+        from mindspore_doctor.probes.instrument import Instrumentation, called_loss_network
 
+        # Under msrun a graph of the Doctor's own would compile in the parallel context (collectives, sharding).
+        loss_network = called_loss_network(train_cell) if inputs_every_step and not self.ranks.active else None
         self._instrumentation = instrumentation = Instrumentation(backbone, optimizer, train_cell,
-                                                                  self.config.sampled_activations)
+                                                                  self.config.sampled_activations, loss_network)
         self._optimizer = optimizer
         self.history.parameter_order = list(instrumentation.parameter_names)
         self.history.parameter_shapes = dict(instrumentation.parameter_shapes)
@@ -309,8 +313,10 @@ class DoctorSession:
         if self._final_probe is None and self._instrumentation is not None:
             self._final_probe = final_probe_step(args, self.config, self._probes_needed)
 
-    def step_begin(self, step: int) -> None:
-        """Before step ``step`` runs: switch the probes on when it is a probe step."""
+    def step_begin(self, step: int, inputs: Any = None) -> None:
+        """Before step ``step`` runs: switch the probes on when it is a probe step. ``inputs``: the step's batch,
+        when known (``Model.train``): a probe step samples the activations in a forward pass over it, before the
+        step, so with the weights the step's own forward pass sees."""
         if self._instrumentation is None:
             return
         self._probing = (self._force_probe or step == 1 or step % self.config.probe_every == 0
@@ -320,6 +326,9 @@ class DoctorSession:
             self._resident_before_first_step = resident_mb()
         self._guard("training-probes", training_rules.PROBE_CODES,
                     lambda: self._instrumentation.set_probing(self._probing))
+        if self._probing:
+            self._guard("activation-samples", training_rules.ACTIVATION_PROBE_CODES,
+                        lambda: self._instrumentation.sample_activations(inputs))
 
     def _settle_probe_phase(self) -> None:
         before, self._resident_before_first_step = self._resident_before_first_step, None
