@@ -34,14 +34,24 @@ RUN_OPTIONS = (
     Option(
         "probe_every", 50,
         "Run the probed step (gradient/update/activation statistics) every N steps. A probed step runs the same "
-        "compiled graph with its gradient sums switched on, then reads the statistics.",
+        "compiled graph with its gradient sums switched on, then reads the statistics. At this default, "
+        "``probe_budget`` thins the probes of a fast step; an explicit probe_every probes exactly every N steps.",
+    ),
+    Option(
+        "probe_budget", 0.03,
+        "Share of the training time the probe steps may take at the default probe_every, once step 1 and the "
+        "first 4 regular probes have run (as many as a probe rule needs): a later due probe runs only while the "
+        "probe steps, it included, take at most this share of the time since the first regular one (a small "
+        "MLP's probe step costs ~2 ms on CPU: at 0.4 ms a step it then probes about every 170 steps, a ResNet's "
+        "every 50); None: every probe_every steps, however fast the step (training/probe_budget.py).",
+        type="float | None",
     ),
     Option(
         "loss_read", "auto",
-        "How the host gets each step's loss: \"step\" reads it every step (step-exact; on CPU measured as cheap as "
-        "the alternative, docs/custom-loops.md); \"deferred\" records it on the device, with the first non-finite "
-        "step, and reads it on probe steps and at epoch end (no per-step wait on GPU/Ascend); \"auto\": \"step\" on "
-        "CPU, \"deferred\" elsewhere.",
+        "How the host gets each step's loss: \"step\" reads it every step (step-exact; on CPU the wait is short, "
+        "docs/custom-loops.md); \"deferred\" holds each step's loss tensor and reads the held steps on probe steps, "
+        "at epoch end and every probe_every steps (no per-step wait for the device or for PyNative's queued ops, no "
+        "device op); \"auto\": \"step\" in GRAPH mode on CPU, \"deferred\" elsewhere.",
     ),
     Option(
         "sampled_activations", 16,
@@ -234,6 +244,7 @@ class _Options:
 
 
 OPTIONS: dict[str, Option] = {o.name: o for o in RUN_OPTIONS} | RULE_OPTIONS
+DEFAULT_PROBE_EVERY: int = OPTIONS["probe_every"].default
 """Every field of DoctorConfig, with its default and its documentation."""
 if len(OPTIONS) != len(RUN_OPTIONS) + len(RULE_OPTIONS):
     raise RuntimeError("a run option has the name of a rule option")

@@ -19,12 +19,19 @@ class DoctorConfig:
     """Ask training to stop at a finding of this severity or worse ("error"); None: never stop."""
     probe_every: int = 50
     """Run the probed step (gradient/update/activation statistics) every N steps. A probed step runs the same
-    compiled graph with its gradient sums switched on, then reads the statistics."""
+    compiled graph with its gradient sums switched on, then reads the statistics. At this default,
+    ``probe_budget`` thins the probes of a fast step; an explicit probe_every probes exactly every N steps."""
+    probe_budget: float | None = 0.03
+    """Share of the training time the probe steps may take at the default probe_every, once step 1 and the first 4
+    regular probes have run (as many as a probe rule needs): a later due probe runs only while the probe steps,
+    it included, take at most this share of the time since the first regular one (a small MLP's probe step costs
+    ~2 ms on CPU: at 0.4 ms a step it then probes about every 170 steps, a ResNet's every 50); None: every
+    probe_every steps, however fast the step (training/probe_budget.py)."""
     loss_read: str = 'auto'
-    """How the host gets each step's loss: "step" reads it every step (step-exact; on CPU measured as cheap as the
-    alternative, docs/custom-loops.md); "deferred" records it on the device, with the first non-finite step, and
-    reads it on probe steps and at epoch end (no per-step wait on GPU/Ascend); "auto": "step" on CPU, "deferred"
-    elsewhere."""
+    """How the host gets each step's loss: "step" reads it every step (step-exact; on CPU the wait is short,
+    docs/custom-loops.md); "deferred" holds each step's loss tensor and reads the held steps on probe steps, at
+    epoch end and every probe_every steps (no per-step wait for the device or for PyNative's queued ops, no
+    device op); "auto": "step" in GRAPH mode on CPU, "deferred" elsewhere."""
     sampled_activations: int | None = 16
     """The most activation cells whose output a compiled step samples on every step (MSD212/213/216), spread evenly
     through the network; None: every one. Only where the probe steps do not sample in a forward pass of their

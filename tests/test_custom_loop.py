@@ -14,6 +14,7 @@ from benchmarks.faults import runner
 from benchmarks.compat import PortableLossScaleCell  # CPU-portable overflow check
 from mindspore_doctor import Doctor
 from mindspore_doctor.findings import Severity
+from mindspore_doctor.probes.loss import DeferredLossReader
 
 
 class MLP(nn.Cell):
@@ -149,6 +150,19 @@ def test_deferred_loss_read_gives_the_same_history_as_the_per_step_read():
     assert all(np.array_equal(a, b) for a, b in zip(weights, same))
     assert [s.loss for s in deferred.history.steps] == [s.loss for s in per_step.history.steps]
     assert all(s.loss is not None for s in deferred.history.steps)
+
+
+def test_the_deferred_reader_holds_at_most_its_size_and_reads_in_order():
+    reader = DeferredLossReader(3)
+    losses = [ms.Tensor(np.float32(v)) for v in (0.5, 0.25, float("nan"), 2.0, 1.0)]
+    assert reader.record(losses[0]) == [] and reader.record(losses[1]) == []
+    held = reader.record(losses[2])  # the third step held: read now, the bound
+    assert [r.loss for r in held[:2]] == [0.5, 0.25] and np.isnan(held[2].loss)
+    reader.record(losses[3])
+    reader.record((losses[4], ms.Tensor(np.array([True])), ms.Tensor(np.float32(1024.0))))  # a loss-scale cell
+    rest = reader.read()
+    assert [(r.loss, r.overflow, r.loss_scale) for r in rest] == [(2.0, None, None), (1.0, True, 1024.0)]
+    assert reader.read() == []
 
 
 def test_stop_on_asks_the_loop_to_stop():

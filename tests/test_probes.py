@@ -9,7 +9,7 @@ from mindspore import nn, ops
 from mindspore.train import Model
 
 from mindspore_doctor import Doctor
-from mindspore_doctor.probes import instrument
+from mindspore_doctor.probes import host, instrument
 from mindspore_doctor.probes.instrument import (
     SAMPLE_COLS,
     SAMPLE_PAD,
@@ -88,6 +88,19 @@ def test_packed_host_sums_are_the_chunked_ones_bit_for_bit():
     got = sums.finish()
     assert str(got) == str(expected)  # str: NaN == NaN
     assert got[1] == (0.0, 0.0) and np.isnan(got[4][0])
+
+
+@pytest.mark.parametrize("dtype, size", [(np.float32, 12), (np.float16, 7), (np.int32, 1), (np.bool_, 5),
+                                         (np.float32, host.COPY_MAX + 5), (np.float64, 3)])
+def test_a_host_read_gives_the_values_asnumpy_gives(dtype, size):
+    """The probe steps' reads copy small tensors (``get_bytes``): same values, dtype and order as ``asnumpy()``,
+    also of a Parameter a graph just wrote in place."""
+    values = (np.arange(size) % 5 - 2).astype(dtype)
+    weight = ms.Parameter(ms.Tensor(values), name="w")
+    ops.assign(weight, ms.Tensor(values[::-1].copy()))
+    read = host.host_flat(weight)
+    assert read.dtype == dtype and np.array_equal(read, weight.asnumpy().reshape(-1))
+    assert np.array_equal(read, values[::-1])
 
 
 # --- the sample the compiled step takes -----------------------------------------------------------

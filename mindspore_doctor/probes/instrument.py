@@ -62,6 +62,7 @@ from mindspore.ops.primitive import Primitive
 
 from mindspore_doctor.forward import SAMPLING_SWITCH, gc_frozen, traceless
 from mindspore_doctor.library import mindspore_classes
+from mindspore_doctor.probes.host import host_flat
 from mindspore_doctor.probes.state_gradients import StateGradients, loss_unscale
 from mindspore_doctor.probes.swap import CannotProbe, class_functions, probed_class, swap, user_class
 from mindspore_doctor.rule import CheckSkipped
@@ -290,7 +291,7 @@ def _strided(flat: np.ndarray) -> np.ndarray:
 
 def _update_sample(weight: Parameter) -> np.ndarray:
     """At most ``UPDATE_SAMPLE`` evenly strided elements of a weight, as a flat view of its host data."""
-    return _strided(weight.asnumpy().reshape(-1))
+    return _strided(host_flat(weight))
 
 
 class _AbsSums:
@@ -299,8 +300,8 @@ class _AbsSums:
     step's read), the larger ones go through it in chunks. Each array is copied as it comes: a weight's host read
     is not held while the next is taken."""
 
-    def __init__(self, count: int) -> None:
-        self.scratch = np.empty(_CHUNK, np.float64)
+    def __init__(self, count: int, elements: int = _CHUNK) -> None:
+        self.scratch = np.empty(min(_CHUNK, max(1, elements)), np.float64)  # a small network's: no 2 MB to map
         self.results: list[tuple[float, float]] = [(0.0, 0.0)] * count
         self._packed: list[tuple[int, int, int]] = []  # (array, start, size) in the scratch
         self._end = 0
@@ -660,6 +661,7 @@ class Instrumentation:
         self.optimizer = optimizer
         self.parameter_names = [p.name for p in optimizer.parameters]
         self.parameter_shapes = {p.name: list(p.shape) for p in optimizer.parameters}
+        self._weight_elements = sum(p.size for p in optimizer.parameters)
         self.activations: dict[str, nn.Cell] = {
             path: cell for path, cell in network.cells_and_names() if path and activation_kind(cell) is not None
         }
@@ -682,7 +684,7 @@ class Instrumentation:
             name for name in _gradients_left_unread(network, optimizer) if name not in self._derived_names]
         """Parameters whose gradient the probe does not read (their updates and weights are still measured)."""
         graph = ms.get_context("mode") == ms.GRAPH_MODE
-        few_weights = sum(p.size for p in optimizer.parameters) <= SUMS_EVERY_STEP_ELEMENTS
+        few_weights = self._weight_elements <= SUMS_EVERY_STEP_ELEMENTS
         forward = (_SampleForward(loss_network) if graph and loss_network is not None
                    and len(self.activations) >= FORWARD_SAMPLES_MIN_CELLS else None)
         in_graph = self._optimizer_in_graph or (bool(self.activations) and forward is None)
@@ -880,7 +882,8 @@ class Instrumentation:
                            in enumerate(zip(self.parameter_names, self.optimizer.parameters)) if name in updates_of}
         for order, (path, cell) in enumerate(self.activations.items()):
             buffers = _BUFFERS[cell]
-            stats = activation_stats(buffers["_msd_kind"], buffers["_msd_sample"].asnumpy(), order)
+            sample = buffers["_msd_sample"]
+            stats = activation_stats(buffers["_msd_kind"], host_flat(sample).reshape(sample.shape), order)
             if stats is not None:
                 signals.activations[path] = stats
         if self.train_cell is not None:  # back to the user's graph now: whatever runs before the next step too
@@ -890,10 +893,10 @@ class Instrumentation:
     def _read_parameters(self, before: list[np.ndarray], out: StepSignals, decay_read: bool, one_update: bool) -> None:
         """``decay_read``: the probed ``decay_weight`` ran on this step, so the decayed gradients were read there;
         ``one_update``: the optimizer ran once since ``set_probing`` (the derived gradients are that step's)."""
-        grad_sums = (self.grad_sums.asnumpy().astype(np.float64) if self._optimizer_in_graph
+        grad_sums = (host_flat(self.grad_sums).astype(np.float64) if self._optimizer_in_graph
                      else np.zeros(len(before)))
         if decay_read:
-            decay_sums = self.optimizer._msd_decay_sums.asnumpy()  # pylint: disable=protected-access
+            decay_sums = host_flat(self.optimizer._msd_decay_sums)  # pylint: disable=protected-access
             grad_sums = np.where([name in self._read_at_decay for name in self.parameter_names], decay_sums, grad_sums)
         if self._unscale is not None:
             grad_sums *= np.float64(self._unscale) ** 2
@@ -903,9 +906,10 @@ class Instrumentation:
             grad_sums[list(derived)] = list(derived.values())
         else:  # several optimizer runs since the state was copied (a sunk dataset): not one step's gradients
             unread |= self._derived_names
-        weight_sums, update_sums = _AbsSums(len(before)), _AbsSums(len(before))
+        weight_sums = _AbsSums(len(before), self._weight_elements)
+        update_sums = _AbsSums(len(before), sum(sample.size for sample in before))
         for i, weight in enumerate(self.optimizer.parameters):
-            values = weight.asnumpy().reshape(-1)  # one host read per weight: each costs ~6 us beyond its copy
+            values = host_flat(weight)  # one host read per weight
             weight_sums.add(i, values)
             update_sums.add(i, _strided(values), minus=before[i])
         weight_sums, update_sums = weight_sums.finish(), update_sums.finish()

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 from mindspore import Tensor
 
+from mindspore_doctor.probes.host import host_flat
 from mindspore_doctor.probes.loss import host_scalar
 
 LearningRates = tuple[list[float], list[float | None], list[int]]
@@ -57,14 +58,14 @@ def learning_rates(optimizer: Any) -> LearningRates | None:
     counter = getattr(optimizer, "global_step", None)
     if counter is None:
         return None
-    step = max(int(np.asarray(counter.asnumpy()).reshape(-1)[0]) - 1, 0)  # get_lr advanced it during the step
+    step = max(int(host_flat(counter)[0]) - 1, 0)  # get_lr advanced it during the step
     rates, group_of = rate_groups(optimizer)
     now: list[float] = []
     peaks: list[float | None] = []
     for rate in rates:
         table = rate.learning_rate if isinstance(rate, per_step_list) else rate
         if isinstance(table, Tensor):  # a Parameter: one fixed rate, or one per step
-            values = np.asarray(table.asnumpy(), dtype=np.float64).reshape(-1)
+            values = host_flat(table).astype(np.float64)
             now.append(float(values[min(step, values.size - 1)]))
             peaks.append(float(values.max()))
         elif isinstance(rate, LearningRateSchedule):

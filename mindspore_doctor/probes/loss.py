@@ -1,23 +1,20 @@
-"""The step's loss (and loss-scale outputs) on the host: read every step, or recorded on the device and read later.
+"""The step's loss (and loss-scale outputs) on the host: read every step, or held and read later.
 
-Reading a loss with ``asnumpy()`` waits for the step to finish. On CPU that read measured as cheap as the
-device-side record (``scripts/bench_overhead.py --loss-read step|deferred``), so ``StepLossReader`` reads
-every step, step-exact and simplest. On GPU/Ascend that wait stalls the device queue on every step, so
-``DeferredLossReader`` records each loss into a device buffer with a few device ops (no host sync) —
-with the first non-finite step and its loss in a flag of their own — and the host reads it on probe steps and
-at epoch end. Both hand back ``LossRead``: the values of the steps since the last read.
+Reading a loss waits for the step to finish. On CPU that wait is short (the step returns when its work is nearly
+done), so ``StepLossReader`` reads every step, step-exact and simplest. On GPU/Ascend it would stall the device
+queue on every step, so ``DeferredLossReader`` holds each step's loss tensor as the step returned it (no device op,
+no wait) and the host reads the held steps on probe steps, at epoch end, and every ``size`` steps. Both hand back
+``LossRead``: the values of the steps since the last read.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-import mindspore as ms
 import numpy as np
-from mindspore import Tensor, nn, ops
+from mindspore import Tensor
 
 from mindspore_doctor.checks import CheckSkipped
-from mindspore_doctor.probes.instrument import free_parameter
 
 
 @dataclass
@@ -71,73 +68,26 @@ class StepLossReader:
         return []
 
 
-class _Recorder(nn.Cell):
-    """Writes one step's loss (mean, float32) and overflow flag at slot ``count % size``; keeps the first
-    non-finite loss and the call that gave it. Buffers are free Parameters, written in place."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(auto_prefix=False)
-        object.__setattr__(self, "losses", free_parameter(np.zeros(size, np.float32)))
-        object.__setattr__(self, "overflows", free_parameter(np.zeros(size, np.float32)))
-        object.__setattr__(self, "count", free_parameter(np.zeros(1, np.int32)))
-        object.__setattr__(self, "first_bad", free_parameter(np.full(1, -1, np.int32)))
-        object.__setattr__(self, "first_bad_loss", free_parameter(np.zeros(1, np.float32)))
-        self.slots = Tensor(np.arange(size, dtype=np.int32))
-        self.size = size
-
-    def construct(self, loss, overflow):
-        value = loss.astype(ms.float32).mean().reshape(1)
-        here = self.slots == (self.count % self.size)
-        bad = ops.logical_and(ops.logical_not(ops.isfinite(value)), self.first_bad < 0)
-        ops.assign(self.losses, ops.select(here, ops.broadcast_to(value, self.losses.shape), self.losses))
-        ops.assign(self.overflows, ops.select(here, ops.broadcast_to(overflow, self.overflows.shape),
-                                              self.overflows))
-        ops.assign(self.first_bad, ops.select(bad, self.count, self.first_bad))
-        ops.assign(self.first_bad_loss, ops.select(bad, value, self.first_bad_loss))
-        ops.assign(self.count, self.count + 1)
-        return self.count
-
-
 class DeferredLossReader:
-    """Records each step's loss on the device; ``read()`` returns the steps recorded since the last read.
-
-    ``size`` slots: reads further apart lose the older losses (None), never the first non-finite one.
-    """
+    """Holds each step's loss outputs as the step returned them (no device op, no wait for the step); ``read()``
+    reads the steps held since the last read, in order. Past ``size`` held steps ``record`` reads them itself, a
+    bound on what is held (a scalar each: the loss, and a loss-scale cell's flag and scale)."""
 
     deferred = True
 
     def __init__(self, size: int) -> None:
-        self._recorder = _Recorder(max(1, size))
-        self._no_overflow = Tensor(np.zeros(1, np.float32))  # made once: no host-to-device copy per step
-        self._read_calls = 0
-        self._scale: Any = None
-        self._overflow_known = False
+        self._size = max(1, size)
+        self._held: list[tuple[Any, Any, Any]] = []
 
     def record(self, outputs: Any) -> list[LossRead]:
         loss, overflow, scale = split_outputs(outputs)
         if loss is None:
             raise CheckSkipped(f"the step's outputs are a {type(outputs).__name__}, not a loss tensor "
                                "(pass the loss, or a loss-scale cell's (loss, overflow, scale))")
-        flag = self._no_overflow if overflow is None else overflow.astype(ms.float32).reshape(-1)[:1]
-        self._scale = scale
-        self._overflow_known = overflow is not None
-        self._recorder(loss if isinstance(loss, Tensor) else Tensor(np.asarray(loss, np.float32)), flag)
-        return []
+        self._held.append((loss, overflow, scale))
+        return self.read() if len(self._held) >= self._size else []
 
     def read(self) -> list[LossRead]:
-        recorder, size = self._recorder, self._recorder.size
-        count = int(recorder.count.asnumpy()[0])
-        losses, overflows = recorder.losses.asnumpy(), recorder.overflows.asnumpy()
-        reads = []
-        for call in range(self._read_calls, count):
-            kept = call >= count - size
-            reads.append(LossRead(loss=float(losses[call % size]) if kept else None,
-                                  overflow=bool(overflows[call % size]) if kept and self._overflow_known
-                                  else None))
-        first_bad = int(recorder.first_bad.asnumpy()[0])
-        if self._read_calls <= first_bad < count and reads:
-            reads[first_bad - self._read_calls].loss = float(recorder.first_bad_loss.asnumpy()[0])
-        if reads and self._scale is not None:
-            reads[-1].loss_scale = host_scalar(self._scale)
-        self._read_calls = count
-        return reads
+        held, self._held = self._held, []
+        return [LossRead(loss=host_scalar(loss), overflow=None if overflow is None else _any(overflow),
+                         loss_scale=None if scale is None else host_scalar(scale)) for loss, overflow, scale in held]

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from mindspore import nn
 
+from mindspore_doctor.probes.host import host_flat
 from mindspore_doctor.probes.swap import user_class
 
 _CHUNK = 1 << 18
@@ -136,10 +137,10 @@ class StateGradients:
 
     def before(self) -> None:
         """Copy the state and its factor ahead of a probe step (replacing a copy ``sums()`` did not read)."""
-        self._factor = np.float32(getattr(self.optimizer, self.form.factor).asnumpy().reshape(-1)[0])
-        self._before = {i: self.state[i].asnumpy().reshape(-1).copy() for i in self.decays}
+        self._factor = np.float32(host_flat(getattr(self.optimizer, self.form.factor))[0])
+        self._before = {i: host_flat(self.state[i]).copy() for i in self.decays}
         weights = self.optimizer.parameters
-        self._weights = {i: weights[i].asnumpy().reshape(-1).copy() for i, decay in self.decays.items()
+        self._weights = {i: host_flat(weights[i]).copy() for i, decay in self.decays.items()
                          if decay and weights[i].size > self.whole}
 
     def sums(self, weights_before: list[np.ndarray]) -> dict[int, float]:
@@ -151,7 +152,7 @@ class StateGradients:
             return {}
         sums = {}
         for i, state in before.items():
-            after = self.state[i].asnumpy().reshape(-1)
+            after = host_flat(self.state[i])
             weight = weights.get(i, weights_before[i])
             total = 0.0
             for start in range(0, state.size, _CHUNK):

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import mindspore as ms
+from mindspore import Tensor
 
 from mindspore_doctor.catalog import make_finding
 from mindspore_doctor.cells import num_classes
 from mindspore_doctor.checks import attempt, selector
-from mindspore_doctor.config import DoctorConfig
+from mindspore_doctor.config import DEFAULT_PROBE_EVERY, DoctorConfig
 from mindspore_doctor.distributed import RankMonitor
 from mindspore_doctor.findings import Finding, Report, Severity
 from mindspore_doctor.lifecycle import Lifecycle
@@ -38,6 +39,7 @@ from mindspore_doctor.static.start_state import mark_trained, start_state
 from mindspore_doctor.training.evaluation_schedule import EvaluationSchedule
 from mindspore_doctor.training.memory import give_back_freed_memory, resident_mb
 from mindspore_doctor.training.outputs import RunOutputs
+from mindspore_doctor.training.probe_budget import ProbeBudget
 from mindspore_doctor.training.sigterm import SigtermReport, TrainingTerminated
 
 logger = logging.getLogger("mindspore_doctor")
@@ -71,7 +73,10 @@ def _run_state(args: Any, name: str) -> Any:
 def _loss_reader(config: DoctorConfig) -> StepLossReader | DeferredLossReader:
     how = config.loss_read
     if how == "auto":
-        how = "step" if ms.get_context("device_target") == "CPU" else "deferred"
+        # A PyNative step returns before its ops ran: a read each step would wait for all of them, every step
+        # (the corpus's PyNative LSTM: 1.36x plain a step, 1.03x held; a CPU graph step returns when nearly done)
+        graph_on_cpu = ms.get_context("device_target") == "CPU" and ms.get_context("mode") == ms.GRAPH_MODE
+        how = "step" if graph_on_cpu else "deferred"
     if how == "step":
         return StepLossReader()
     if how == "deferred":
@@ -105,6 +110,13 @@ class DoctorSession:
         self._instrumentation: Any = None
         self._optimizer: Any = None
         self._probing = False
+        self._probes_on = False  # what set_probing was last told
+        self._probe_steps: list[int] = []  # the steps probed so far
+        self._probe_budget = (ProbeBudget(config.probe_budget, dense=max(training_rules.probes_needed(config).values()))
+                              if config.probe_budget is not None
+                              and config.probe_every == DEFAULT_PROBE_EVERY and not self.ranks.active else None)
+        self._sink = False  # dataset_sink_mode: many steps a call
+        self._quick_steps = False  # a step that is not probed only reads its loss (_quick_step)
         self._force_probe = False
         self._final_probe: int | None = None  # a short run's last step, probed too (final_probe_step)
         self._probes_needed = 0  # the fewest probes a multi-probe rule wanted needs (final_probe_step)
@@ -174,7 +186,7 @@ class DoctorSession:
         self._request_stop = request_stop
         self._args = args
         self._guard("sigterm-report", (), self._sigterm.catch)
-        sink = bool(getattr(args, "dataset_sink_mode", False))
+        sink = self._sink = bool(getattr(args, "dataset_sink_mode", False))
         self.report.meta["target"] = type(backbone).__name__
         self.report.meta["dataset_sink_mode"] = sink
 
@@ -205,6 +217,7 @@ class DoctorSession:
         self._emit(self.ranks.on_train_begin(args))  # a collective: every rank, never skipped
         self._backbone = backbone
         self._outputs.open(args, backbone, optimizer, loss_fn)
+        self._quick_steps = not (sink or self.ranks.active or self._loss_reader.deferred or self._outputs.has_writers)
 
     def _open_evaluator(self, backbone: Any, loss_fn: Any, args: Any) -> None:
         from mindspore_doctor.probes.evaluation import Evaluator
@@ -319,13 +332,18 @@ class DoctorSession:
         step, so with the weights the step's own forward pass sees."""
         if self._instrumentation is None:
             return
-        self._probing = (self._force_probe or step == 1 or step % self.config.probe_every == 0
-                         or step == self._final_probe)
+        due = step == 1 or step % self.config.probe_every == 0
+        self._probing = (self._force_probe or step == self._final_probe
+                         or (due and (self._probe_budget is None or self._probe_budget.allows(step))))
         self._force_probe = False
+        if self._probing and self._probe_budget is not None:
+            self._probe_budget.began(step)
         if self._data_check is not None and self._instrumentation.train_cell is not None:  # the first step
             self._resident_before_first_step = resident_mb()
-        self._guard("training-probes", training_rules.PROBE_CODES,
-                    lambda: self._instrumentation.set_probing(self._probing))
+        if self._probing or self._probes_on:  # a step that neither probes nor ends probing costs nothing here
+            self._probes_on = self._probing
+            self._guard("training-probes", training_rules.PROBE_CODES,
+                        lambda: self._instrumentation.set_probing(self._probing))
         if self._probing:
             self._guard("activation-samples", training_rules.ACTIVATION_PROBE_CODES,
                         lambda: self._instrumentation.sample_activations(inputs))
@@ -338,7 +356,10 @@ class DoctorSession:
                         lambda: self._instrumentation.settle_probe_phase(before, after))
 
     def step_end(self, args: Any) -> None:
-        self._emit(self.ranks.on_step_end(args))  # before any early return: a collective every N steps
+        if self._quick_steps and not self._probing and self._data_check is None and self._quick_step(args):
+            return
+        if self.ranks.active:  # before any early return: a collective every N steps
+            self._emit(self.ranks.on_step_end(args))
         signals = StepSignals(step=int(args.cur_step_num), epoch=int(args.cur_epoch_num))
         reads = self._guard("read-loss", ("MSD201", "MSD214"), lambda: self._loss_reader.record(args.net_outputs))
         if self._data_check is not None:  # the first step, finished (its loss read): its compile's scratch goes back
@@ -353,16 +374,39 @@ class DoctorSession:
             watched = self._outputs.watched_parameters()
             updates = self._guard("training-probes", training_rules.PROBE_CODES,
                                   lambda: self._instrumentation.read_into(signals, watched))
+            self._probes_on = self._instrumentation.train_cell is None  # read_into switched a train cell's off
             if updates:
                 self._outputs.write_updates(signals.step, updates)
             self._guard("learning-rate", ("MSD210",), lambda: self._read_learning_rate(signals))
         self._take(reads, args)  # after the probes: the summary writes the step's signals as they are now
-        if self._probing or args.dataset_sink_mode:
+        if self._probing or self._sink:
             self._catch_up(args)
             self._evaluate(self._recent_history())
             if self._instrumentation is not None:
                 self._guard("train-mode", ("MSD105",), lambda: self._check_train_mode(
                     self._instrumentation.network, signals.step))
+        if self._probing:
+            self._probe_steps.append(signals.step)
+            if self._probe_budget is not None:
+                self._probe_budget.ended()
+
+    def _quick_step(self, args: Any) -> bool:
+        """The common step (no probe, the loss read now, no event file, one rank): its loss into the history and
+        nothing else, in as few Python operations as it takes (a Python line after a step costs ~1 us on CPU,
+        more than in a loop of its own: the step leaves the caches cold). False: not such a step, or its loss
+        is no single value; the full path reads it."""
+        outputs = args.net_outputs
+        try:
+            loss = float(outputs.item()) if isinstance(outputs, Tensor) and outputs.size == 1 else None
+        except Exception:  # noqa: BLE001 - the full path's guarded read reports it
+            return False
+        if loss is None:
+            return False
+        signals = StepSignals(int(args.cur_step_num), loss, int(args.cur_epoch_num))
+        self.history.append(signals)
+        if not math.isfinite(loss):
+            self._nonfinite(signals, args)
+        return True
 
     def _catch_up(self, args: Any) -> None:
         """Hand the steps the deferred reader holds to the history (a host read: probe steps and epoch ends)."""
@@ -410,14 +454,16 @@ class DoctorSession:
         """Head and tail of the history: rules re-run often, so each run stays cheap on long trainings.
 
         The tail holds every loss window a rule reads (MSD203's ``plateau_windows`` + 1, MSD202's rolling median)
-        and, measured in steps, the probes the probe rules read (4 for MSD210) plus the steps since the last
-        evaluation, at any ``probe_every``.
+        and the probes the probe rules read (4 for MSD210) plus the steps since the last evaluation, however far
+        apart ``probe_every`` and ``probe_budget`` put them.
         """
         config = self.config
         head = config.loss_window
-        tail = ((config.plateau_windows + 1) * config.loss_window + config.diverge_smoothing
-                + config.probe_every * (max(training_rules.probes_needed(config).values()) + 1))
+        probes = max(training_rules.probes_needed(config).values()) + 1
         steps = self.history.steps
+        span = steps[-1].step - self._probe_steps[-probes] + 1 if len(self._probe_steps) >= probes and steps else 0
+        tail = ((config.plateau_windows + 1) * config.loss_window + config.diverge_smoothing
+                + max(config.probe_every * probes, span))
         if len(steps) <= head + tail:
             return self.history
         view = copy.copy(self.history)  # dataclasses.replace re-runs __init__: half of this method's time
@@ -465,6 +511,8 @@ class DoctorSession:
             self._eval_schedule.record(args.cur_epoch_num, time.perf_counter() - began)
         if self._eval_schedule is not None:
             self.report.meta["evaluation_schedule"] = self._eval_schedule.to_dict()
+        if self._probe_budget is not None:
+            self.report.meta["probe_schedule"] = {**self._probe_budget.to_dict(), "probed_steps": len(self._probe_steps)}
         self._evaluate(self._recent_history())
         if self._outputs.has_writers:
             self._outputs.write_epoch(int(args.cur_step_num))
