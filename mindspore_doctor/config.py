@@ -50,8 +50,8 @@ RUN_OPTIONS = (
         "loss_read", "auto",
         "How the host gets each step's loss: \"step\" reads it every step (step-exact; on CPU the wait is short, "
         "docs/custom-loops.md); \"deferred\" holds each step's loss tensor and reads the held steps on probe steps, "
-        "at epoch end and every probe_every steps (no per-step wait for the device or for PyNative's queued ops, no "
-        "device op); \"auto\": \"step\" in GRAPH mode on CPU, \"deferred\" elsewhere.",
+        "at epoch end and every probe_every steps (no per-step wait on GPU/Ascend, no device op); \"auto\": \"step\" "
+        "on CPU, \"deferred\" elsewhere.",
     ),
     Option(
         "sampled_activations", 16,

@@ -30,8 +30,8 @@ class DoctorConfig:
     loss_read: str = 'auto'
     """How the host gets each step's loss: "step" reads it every step (step-exact; on CPU the wait is short,
     docs/custom-loops.md); "deferred" holds each step's loss tensor and reads the held steps on probe steps, at
-    epoch end and every probe_every steps (no per-step wait for the device or for PyNative's queued ops, no
-    device op); "auto": "step" in GRAPH mode on CPU, "deferred" elsewhere."""
+    epoch end and every probe_every steps (no per-step wait on GPU/Ascend, no device op); "auto": "step" on CPU,
+    "deferred" elsewhere."""
     sampled_activations: int | None = 16
     """The most activation cells whose output a compiled step samples on every step (MSD212/213/216), spread evenly
     through the network; None: every one. Only where the probe steps do not sample in a forward pass of their

@@ -104,3 +104,11 @@ def test_the_default_probe_every_is_thinned_and_an_explicit_budget_of_none_is_no
 def test_an_explicit_probe_every_probes_exactly_every_n_steps(monkeypatch):
     probed, _ = _probe_steps(Doctor(probe_every=60), monkeypatch)
     assert probed == [1, 60, 120, 180, 240, 300]
+
+
+def test_a_negative_budget_is_refused():
+    from mindspore_doctor.config import DoctorConfig
+    from mindspore_doctor.training.session import DoctorSession
+
+    with pytest.raises(ValueError, match="probe_budget must be None or >= 0"):
+        DoctorSession(DoctorConfig(probe_budget=-0.1))

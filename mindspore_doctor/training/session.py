@@ -73,10 +73,7 @@ def _run_state(args: Any, name: str) -> Any:
 def _loss_reader(config: DoctorConfig) -> StepLossReader | DeferredLossReader:
     how = config.loss_read
     if how == "auto":
-        # A PyNative step returns before its ops ran: a read each step would wait for all of them, every step
-        # (the corpus's PyNative LSTM: 1.36x plain a step, 1.03x held; a CPU graph step returns when nearly done)
-        graph_on_cpu = ms.get_context("device_target") == "CPU" and ms.get_context("mode") == ms.GRAPH_MODE
-        how = "step" if graph_on_cpu else "deferred"
+        how = "step" if ms.get_context("device_target") == "CPU" else "deferred"
     if how == "step":
         return StepLossReader()
     if how == "deferred":
@@ -90,8 +87,9 @@ class DoctorSession:
     def __init__(self, config: DoctorConfig) -> None:
         if config.probe_every < 1:
             raise ValueError(f"probe_every must be >= 1, got {config.probe_every}")
-        if config.eval_budget is not None and not config.eval_budget >= 0:
-            raise ValueError(f"eval_budget must be None or >= 0, got {config.eval_budget}")
+        for name in ("eval_budget", "probe_budget"):
+            if getattr(config, name) is not None and not getattr(config, name) >= 0:
+                raise ValueError(f"{name} must be None or >= 0, got {getattr(config, name)}")
         self.config = config
         self.ranks = RankMonitor(config)  # under msrun: this rank's id, cross-rank checks MSD501-503
         report_dir = config.summary_dir  # rank 0 writes the merged report here
