@@ -244,8 +244,8 @@ class _Options:
 
 
 OPTIONS: dict[str, Option] = {o.name: o for o in RUN_OPTIONS} | RULE_OPTIONS
-DEFAULT_PROBE_EVERY: int = OPTIONS["probe_every"].default
 """Every field of DoctorConfig, with its default and its documentation."""
+DEFAULT_PROBE_EVERY: int = OPTIONS["probe_every"].default
 if len(OPTIONS) != len(RUN_OPTIONS) + len(RULE_OPTIONS):
     raise RuntimeError("a run option has the name of a rule option")
 
