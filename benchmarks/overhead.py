@@ -41,7 +41,8 @@ def _alternate(runners: dict[str, Callable[[list], None]], batches: list[tuple],
     median = {v: statistics.median(t) for v, t in per_step.items()}
     mean = {v: statistics.fmean(t) for v, t in per_step.items()}
     result: dict[str, Any] = {"steps": len(batches), "block": block,
-                              **{f"{name}_median_ms": median[name] * 1e3 for name in names}}
+                              **{f"{name}_median_ms": median[name] * 1e3 for name in names},
+                              **{f"{name}_mean_ms": mean[name] * 1e3 for name in names}}
     for reference in (n for n in names if n != "doctor" and not n.startswith("doctor+")):  # the Doctor's over it
         suffix = "" if reference == "plain" else f"_{reference}"
         result[f"median_ratio{suffix}"] = median["doctor"] / median[reference]

@@ -614,3 +614,34 @@ def test_only_a_run_with_a_single_regular_probe_gets_its_last_step_probed():
     assert last(64) is None and last(100) is None  # steps 1 and 50 (and 100): every 2-probe rule judges
     assert last(30, first=60) == 90  # resumed at step 60: no regular probe at all before 90
     assert _final_probe_step(SimpleNamespace(), DoctorConfig(), needed=2) is None  # a custom loop: length unknown
+
+
+class _LossesSeen(Callback):
+    """After the Doctor at each step: the step's loss as the step returned it, and the Doctor's history then."""
+
+    def __init__(self, doctor):
+        self.doctor, self.seen = doctor, []
+
+    def on_train_step_end(self, run_context):
+        args = run_context.original_args()
+        steps = self.doctor.history.steps
+        self.seen.append((args.cur_step_num, float(args.net_outputs.asnumpy()), [(s.step, s.loss) for s in steps[-1:]],
+                          len(steps)))
+
+
+def test_the_common_step_s_loss_is_in_the_history_at_its_step_for_whoever_reads_it():
+    """The steps that are not probed keep only their loss and make their signals when the history is read
+    (``DoctorSession._quick_step``): a reader in the middle of training sees every step so far, each with its own
+    loss, and the run's history holds every step, the probed ones with their statistics."""
+    doctor = Doctor(ignore=QUIET)
+    watcher = _LossesSeen(doctor)
+    net = MLP()
+    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean"),
+                  nn.Momentum(net.trainable_params(), 0.05, 0.9))
+    model.train(2, _dataset(), callbacks=[doctor, watcher], dataset_sink_mode=False)
+    assert [step for step, *_ in watcher.seen] == list(range(1, 17))
+    for step, loss, last, count in watcher.seen:
+        assert count == step and last == [(step, loss)]
+    assert [s.step for s in doctor.history.steps] == list(range(1, 17))
+    assert [s.loss for s in doctor.history.steps] == [loss for _, loss, _, _ in watcher.seen]
+    assert [s.step for s in doctor.history.probed()] == [1, 16]  # step 1, and the short run's last step
