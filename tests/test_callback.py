@@ -632,7 +632,7 @@ class _LossesSeen(Callback):
 def test_the_common_step_s_loss_is_in_the_history_at_its_step_for_whoever_reads_it():
     """The steps that are not probed keep only their loss and make their signals when the history is read
     (``DoctorSession._quick_step``): a reader in the middle of training sees every step so far, each with its own
-    loss, and the run's history holds every step, the probed ones with their statistics."""
+    loss, and the run's history holds every step in order, probed or not."""
     doctor = Doctor(ignore=QUIET)
     watcher = _LossesSeen(doctor)
     net = MLP()
