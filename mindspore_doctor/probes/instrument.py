@@ -704,7 +704,8 @@ class Instrumentation:
         """The optimizer's probe sums the gradients on every step, without a switch (``SUMS_EVERY_STEP_ELEMENTS``)."""
         self._undo: list[Callable[[], None]] = []
         self._probe_phase_only = False
-        self._probing = False
+        self.probing = False
+        """Whether the probes are on: what ``set_probing`` last switched them to (read it; switch with that)."""
         self._calls_before = (0, 0)
         self._weights_before: list[np.ndarray] | None = None
         try:
@@ -812,9 +813,9 @@ class Instrumentation:
             self._calls_before = (self.optimizer_calls, self.decay_calls)
             if self._derived is not None:
                 self._derived.before()
-        if probing == self._probing:
+        if probing == self.probing:
             return
-        self._probing = probing
+        self.probing = probing
         if self.train_cell is not None:
             if not self._probe_phase_only:  # else the probe graph, compiled with its switches on, runs every step
                 self._switch_phase(probing)
@@ -835,7 +836,7 @@ class Instrumentation:
         trace (``traceless``: cell attributes, BatchNorm statistics; the default generator's state, which ``mint``
         dropout advances). Raises ``CheckSkipped`` when the step handed over no inputs or the pass fails; the
         activations are not read from then on."""
-        if self._forward is None or not self._probing:
+        if self._forward is None or not self.probing:
             return
         if not inputs:
             self.activations.clear()
@@ -853,7 +854,7 @@ class Instrumentation:
         probe graph's compile grew it by more than ``PROBE_PHASE_MAX_GROWTH`` of what it held, every step runs the
         probe graph from now on, as the one-graph design runs this network's probes on every step, rather than
         compiling the user's graph beside it."""
-        if (self.train_cell is not None and self._probing
+        if (self.train_cell is not None and self.probing
                 and resident_after_mb - resident_before_mb > PROBE_PHASE_MAX_GROWTH * resident_before_mb):
             self._probe_phase_only = True
 

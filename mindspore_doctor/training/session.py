@@ -110,7 +110,6 @@ class DoctorSession:
         self._instrumentation: Any = None
         self._optimizer: Any = None
         self._probing = False
-        self._probes_on = False  # what set_probing was last told
         self._probe_steps: list[int] = []  # the steps probed so far
         self._probe_budget = (ProbeBudget(config.probe_budget, dense=max(training_rules.probes_needed(config).values()))
                               if config.probe_budget is not None
@@ -340,8 +339,7 @@ class DoctorSession:
             self._probe_budget.began(step)
         if self._data_check is not None and self._instrumentation.train_cell is not None:  # the first step
             self._resident_before_first_step = resident_mb()
-        if self._probing or self._probes_on:  # a step that neither probes nor ends probing costs nothing here
-            self._probes_on = self._probing
+        if self._probing or self._instrumentation.probing:  # a step that neither probes nor ends probing: nothing
             self._guard("training-probes", training_rules.PROBE_CODES,
                         lambda: self._instrumentation.set_probing(self._probing))
         if self._probing:
@@ -374,7 +372,6 @@ class DoctorSession:
             watched = self._outputs.watched_parameters()
             updates = self._guard("training-probes", training_rules.PROBE_CODES,
                                   lambda: self._instrumentation.read_into(signals, watched))
-            self._probes_on = self._instrumentation.train_cell is None  # read_into switched a train cell's off
             if updates:
                 self._outputs.write_updates(signals.step, updates)
             self._guard("learning-rate", ("MSD210",), lambda: self._read_learning_rate(signals))
