@@ -104,24 +104,25 @@ def paired_custom_timing(build: Callable[[], tuple], batches: list[tuple], datas
 
     reading_step = build()[3]
 
-    def plain_block(part: list) -> None:  # the quick start's loop: the loss read now and then
-        for inputs in part:
-            out = plain_step(*inputs)
-        out.asnumpy()
+    def looped(step: Callable[..., Any], after: Callable[..., Any] | None = None) -> tuple[Callable, list[float]]:
+        """A block runner over ``step``, and its per-step time in ``after(loss, *batch)``: every variant runs the
+        same loop, timers included, so what differs between them is what ``after`` does."""
+        after_s: list[float] = []
 
-    def reading_block(part: list) -> None:  # a loop that logs its loss every step
-        for inputs in part:
-            reading_step(*inputs).asnumpy()
+        def run_block(part: list) -> None:
+            for inputs in part:
+                out = step(*inputs)
+                began = time.perf_counter()
+                if after is not None:
+                    after(out, *inputs)
+                after_s.append(time.perf_counter() - began)
+            out.asnumpy()
 
-    host_s: list[float] = []  # per step: time inside run.step
+        return run_block, after_s
 
-    def doctor_block(part: list) -> None:
-        for inputs in part:
-            out = doctored_step(*inputs)
-            began = time.perf_counter()
-            run.step(out, *inputs)
-            host_s.append(time.perf_counter() - began)
-        out.asnumpy()
+    plain_block = looped(plain_step)[0]  # the quick start's loop: the loss read now and then
+    reading_block = looped(reading_step, lambda out, *inputs: out.asnumpy())[0]  # a loop that logs its loss
+    doctor_block, host_s = looped(doctored_step, run.step)  # host_s: per step, the time inside run.step
 
     timing = _alternate({"plain": plain_block, "doctor": doctor_block, "reading": reading_block}, batches, block)
     watching.__exit__(None, None, None)
@@ -157,43 +158,44 @@ def paired_timing(build: Callable[[], Any], batches: list[tuple], dataset: Any, 
         model._train_network.set_train()  # pylint: disable=protected-access (what Model.train does)
         return model
 
-    def attached(options: dict[str, Any]) -> tuple[Any, RunContext, Callable[[list], None], list[float]]:
-        """A fresh copy with a Doctor, and its block runner."""
-        doctored = fresh()
+    def attached(options: dict[str, Any] | None) -> tuple[Any, RunContext, Callable[[list], None], list[float]]:
+        """A fresh copy, with a Doctor of ``options`` (None: none, the plain variant), and its block runner. Both
+        variants run the same loop (``Model.train``'s step bookkeeping and the hooks' timers): what differs between
+        them is the Doctor's hooks alone."""
+        copy = fresh()
         cb = _InternalCallbackParam()
-        cb.train_network, cb.network = doctored._train_network, doctored._network  # pylint: disable=protected-access
-        cb.loss_fn, cb.optimizer = doctored._loss_fn, doctored._optimizer  # pylint: disable=protected-access
+        cb.train_network, cb.network = copy._train_network, copy._network  # pylint: disable=protected-access
+        cb.loss_fn, cb.optimizer = copy._loss_fn, copy._optimizer  # pylint: disable=protected-access
         cb.train_dataset = dataset
         cb.epoch_num, cb.batch_num, cb.cur_epoch_num, cb.cur_step_num = 1, steps, 1, 0
         cb.mode, cb.dataset_sink_mode, cb.parallel_mode, cb.device_number = "train", False, "stand_alone", 1
         context = RunContext(cb)
-        doctor = Doctor(loss_read=loss_read, **options)
-        doctor.on_train_begin(context)
+        doctor = None if options is None else Doctor(loss_read=loss_read, **options)
+        if doctor is not None:
+            doctor.on_train_begin(context)
         hooks_s = [0.0]  # time inside the Doctor's hooks; then one entry per step: its step hooks' time
+        network = copy._train_network  # pylint: disable=protected-access
 
-        def doctor_block(part: list) -> None:
+        def block(part: list) -> None:
             for inputs in part:
                 cb.cur_step_num += 1
                 cb.train_dataset_element = inputs
                 began = time.perf_counter()
-                doctor.on_train_step_begin(context)
+                if doctor is not None:
+                    doctor.on_train_step_begin(context)
                 host = time.perf_counter() - began
-                cb.net_outputs = doctored._train_network(*inputs)  # pylint: disable=protected-access
+                cb.net_outputs = network(*inputs)
                 began = time.perf_counter()
-                doctor.on_train_step_end(context)
+                if doctor is not None:
+                    doctor.on_train_step_end(context)
                 host += time.perf_counter() - began
                 hooks_s[0] += host
                 hooks_s.append(host)
             _wait(cb.net_outputs)
 
-        return doctor, context, doctor_block, hooks_s
+        return doctor, context, block, hooks_s
 
-    plain = fresh()
-
-    def plain_block(part: list) -> None:
-        for inputs in part:
-            out = plain._train_network(*inputs)  # pylint: disable=protected-access
-        _wait(out)
+    plain_block = attached(None)[2]
 
     with tempfile.TemporaryDirectory() as tmp:
         doctors = {"doctor": attached({})}

@@ -181,6 +181,18 @@ def test_a_larger_split_is_estimated_from_groups_of_samples():
     assert Probe(Net(), nn.CrossEntropyLoss()).measure(read_batches(_data(400, 100), 10)).loss_se is None
 
 
+def test_the_noise_groups_are_of_one_size_so_the_loss_compiles_one_more_shape(monkeypatch):
+    """Each input shape compiles the loss anew (~90 ms on CPU): a measurement's groups are all of one size (batches
+    of 32, 32 and 24: groups of 3, ten a full batch; cut evenly from each batch they came in two sizes), and the
+    spread over the samples they read is scaled to all of them."""
+    sizes, loss = [], Probe._loss  # pylint: disable=protected-access
+    monkeypatch.setattr(Probe, "_loss", lambda self, outputs, labels: sizes.append(len(labels)) or loss(self, outputs, labels))
+    measured = Probe(Net(), nn.CrossEntropyLoss()).measure(read_batches(_data(88, 32), 10), noise=True)
+    assert sizes[:3] == [32, 32, 24] and sizes[3:] == [3] * 28
+    losses = _per_sample_ce(measured.outputs, measured.labels)
+    assert measured.loss_se == pytest.approx(losses.std(ddof=1) / np.sqrt(88), rel=0.3)
+
+
 class TimeFirst(nn.Cell):
     """(T, N, C) outputs, as a CTC head gives them."""
 

@@ -33,6 +33,10 @@ PAIRED_ROUNDS = 3
 """Rounds of the paired timing, each on fresh copies; the table gives their medians."""
 PAIRED_ROUNDS_S = 100.0
 """No further round once the rounds so far took this long (a PyNative LSTM's one round: ~140 s)."""
+PAIRED_ROUNDS_MAX = 9
+"""Rounds up to this many while the rounds so far took less than ``PAIRED_MORE_S``: the fast programs' rounds (1-3 s
+each) spread the most (a small MLP's single rounds: 0.97-1.11 with the Doctor's copy a second plain one)."""
+PAIRED_MORE_S = 30.0
 
 
 def discover(only: list[str] | None, fast: bool) -> list[str]:
@@ -279,7 +283,10 @@ def markdown(scored: dict[str, Any], meta: dict[str, Any]) -> str:
               f"paired timing), over the program's own run or its first {PAIRED_STEPS} steps, the compiling blocks left",
               "out; mean step ratio: the same with mean steps, the probe steps (one in 50) included. Both are the",
               f"median of {PAIRED_ROUNDS} such rounds on fresh copies (fewer where the rounds passed {PAIRED_ROUNDS_S:.0f} s:",
-              "the PyNative LSTM's one round takes ~140 s); one round moved by 0.05-0.15 between runs. Extra us/step:",
+              f"the PyNative LSTM's one round takes ~140 s; up to {PAIRED_ROUNDS_MAX} while they took under "
+              f"{PAIRED_MORE_S:.0f} s: the fast",
+              "programs); one round moved by 0.05-0.15 between runs. Both copies run the same loop (`Model.train`'s",
+              "step bookkeeping, the hooks' timers): only the Doctor's hooks differ. Extra us/step:",
               "the Doctor's mean step less the plain one in those rounds (median), probe steps included; own-step",
               "ratio: that over the program's own plain step (its median step in its plain run, timed between the",
               "step callbacks of its own loop, the data pipeline's threads running beside it: a 0.5 ms MLP step",

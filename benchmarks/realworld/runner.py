@@ -35,7 +35,7 @@ from typing import Any
 from benchmarks.faults import runner as fault_runner
 from benchmarks.overhead import paired_timing
 from benchmarks.realworld import lint_only
-from benchmarks.realworld.bench import PAIRED_ROUNDS, PAIRED_ROUNDS_S, PAIRED_STEPS
+from benchmarks.realworld.bench import PAIRED_MORE_S, PAIRED_ROUNDS, PAIRED_ROUNDS_MAX, PAIRED_ROUNDS_S, PAIRED_STEPS
 
 PROGRAMS = "benchmarks.realworld.programs"
 
@@ -90,9 +90,10 @@ def _paired(module: Any, steps: int, block: int) -> dict[str, Any]:
     """The program's plain and Doctor steps alternated in one process (``benchmarks.overhead.paired_timing``), over
     ``steps`` steps or the program's own run when it is shorter: each copy is a fresh recipe, whose learning-rate
     schedule ends where the program's training does. Repeated on fresh copies (``PAIRED_ROUNDS``, while the rounds
-    so far took less than ``PAIRED_ROUNDS_S``): one round of a program's ratio moved by 0.05-0.15 between runs on
-    this machine. The ratios and ``extra_us`` (the Doctor's mean step less the plain one) are the rounds' medians;
-    the split (us per step) is the round nearest the median."""
+    so far took less than ``PAIRED_ROUNDS_S``; up to ``PAIRED_ROUNDS_MAX`` while they took less than
+    ``PAIRED_MORE_S``): one round of a program's ratio moved by 0.05-0.15 between runs on this machine. The ratios
+    and ``extra_us`` (the Doctor's mean step less the plain one) are the rounds' medians; the split (us per step) is
+    the round nearest the median."""
     data = module.DATA
     if isinstance(getattr(data, "epochs", None), int):
         steps = min(steps, data.epochs * data.steps_per_epoch)
@@ -102,7 +103,13 @@ def _paired(module: Any, steps: int, block: int) -> dict[str, Any]:
         batches += [tuple(item) for item in epoch][: steps - len(batches)]
     rounds: list[dict[str, Any]] = []
     began = time.perf_counter()
-    while len(rounds) < PAIRED_ROUNDS and (not rounds or time.perf_counter() - began < PAIRED_ROUNDS_S):
+
+    def more() -> bool:
+        elapsed = time.perf_counter() - began
+        return (not rounds or len(rounds) < PAIRED_ROUNDS and elapsed < PAIRED_ROUNDS_S
+                or len(rounds) < PAIRED_ROUNDS_MAX and elapsed < PAIRED_MORE_S)
+
+    while more():
         rounds.append(paired_timing(lambda: module.recipe().model, batches, module.DATA.train_dataset(), block))
     for r in rounds:  # the Doctor's time per step, probe steps included
         r["extra_us"] = (r["doctor_mean_ms"] - r["plain_mean_ms"]) * 1e3

@@ -23,6 +23,7 @@ Wiring in the Doctor (``Doctor(eval_dataset=..., eval_every=1)``)::
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from contextlib import closing, nullcontext
 from dataclasses import asdict, dataclass, field
@@ -310,9 +311,22 @@ def infer_task(outputs: np.ndarray, labels: np.ndarray, loss_fn: Any = None) -> 
 
 
 NOISE_GROUPS = 32
-"""A mean loss's standard error is estimated from the mean losses of this many groups of samples (or of the
-batches, when there are more): 31 degrees of freedom put the estimate within ~13 %, for at most this many
-extra loss calls per measurement (on outputs already computed: no extra forward pass)."""
+"""A mean loss's standard error is estimated from the mean losses of about this many groups of samples
+(``_group_size``; or of the batches, when there are more): 31 degrees of freedom put the estimate within ~13 %, for
+about this many extra loss calls per measurement (on outputs already computed: no extra forward pass)."""
+
+
+def _group_size(samples: int, longest: int) -> int:
+    """The one size of a measurement's loss-noise groups: the longest batch cut into equal groups, as many as
+    ``NOISE_GROUPS`` groups of all ``samples`` would give it, or the nearer whole number of them.
+
+    One size: the loss compiles once per input shape (~90 ms on CPU), and groups cut evenly from each batch came in
+    two sizes a measurement (11, 11 and 10 of a batch of 32), four shapes an evaluation. What is left of a batch
+    (fewer samples than a group) counts in the loss, not in the spread, whose estimate over the samples it reads is
+    scaled to all of them."""
+    per_batch = longest / -(-samples // NOISE_GROUPS)  # groups of the longest batch at n / NOISE_GROUPS samples
+    sizes = {longest // max(1, math.floor(per_batch)), longest // max(1, math.ceil(per_batch))}
+    return min(sizes, key=lambda size: (abs(longest // size - per_batch), longest % size))
 
 
 def standard_error(means: np.ndarray, weights: np.ndarray) -> float | None:
@@ -493,13 +507,14 @@ class Probe:
 
     def _loss_noise(self, outputs: Sequence[np.ndarray], labels: Sequence[np.ndarray],
                     batch_losses: Sequence[float]) -> float | None:
-        """Standard error of the mean loss: from the losses of about ``NOISE_GROUPS`` groups of samples (each
-        batch split evenly into groups of at most n / NOISE_GROUPS; a batch no larger than that is one group).
+        """Standard error of the mean loss: from the losses of about ``NOISE_GROUPS`` groups of samples, all of one
+        size (``_group_size``; a batch no larger than a group is one group), scaled to all the samples.
 
         None when it cannot be told: outputs without a leading sample axis (a (T, N, C) CTC layout) or a loss
         that fails on part of a batch (a loss of the user's own may need a whole batch).
         """
-        size = -(-sum(len(label) for label in labels) // NOISE_GROUPS)
+        samples = sum(len(label) for label in labels)
+        size = _group_size(samples, max(len(label) for label in labels))
         means, weights = [], []
         for out, label, whole in zip(outputs, labels, batch_losses):
             if len(label) <= size:
@@ -508,13 +523,14 @@ class Probe:
                 continue
             if out.shape[0] != len(label):
                 return None
-            for group in np.array_split(np.arange(len(label)), -(-len(label) // size)):
+            for start in range(0, len(label) - size + 1, size):
                 try:
-                    means.append(self._loss(out[group], label[group]))
+                    means.append(self._loss(out[start:start + size], label[start:start + size]))
                 except Exception:  # noqa: BLE001 - the noise is then unknown; the evaluation goes on
                     return None
-                weights.append(len(group))
-        return standard_error(np.asarray(means), np.asarray(weights, dtype=np.float64))
+                weights.append(size)
+        spread = standard_error(np.asarray(means), np.asarray(weights, dtype=np.float64))
+        return None if spread is None else spread * float(np.sqrt(sum(weights) / samples))
 
     def mode_switch(self, batch: Batch) -> tuple[float, list[str]]:
         """||train-mode outputs - eval-mode outputs|| / the smaller norm of the two on ``batch``, and the mode-dependent cells.
