@@ -35,7 +35,7 @@ PAIRED_ROUNDS_S = 100.0
 """No further round once the rounds so far took this long (a PyNative LSTM's one round: ~140 s)."""
 PAIRED_ROUNDS_MAX = 9
 """Rounds up to this many while the rounds so far took less than ``PAIRED_MORE_S``: the fast programs' rounds (1-3 s
-each) spread the most (a small MLP's single rounds: 0.97-1.11 with the Doctor's copy a second plain one)."""
+each) spread the most (three small MLPs' single rounds: 0.90-1.07 with a second plain copy in the Doctor's place)."""
 PAIRED_MORE_S = 30.0
 
 
