@@ -29,17 +29,23 @@ class RunOutputs:
     """The files and event writers of one run. ``guard`` and ``disabled`` are the session's: a check it switched off
     (a writer that failed) is in ``disabled``."""
 
-    def __init__(self, config: DoctorConfig, report: Report, history: TrainingHistory, guard: Guard,
+    def __init__(self, config: DoctorConfig, report: Report, history: Callable[[], TrainingHistory], guard: Guard,
                  disabled: Collection[str], report_dir: str | None) -> None:
         self.config = config
         self.report = report
-        self.history = history
+        self._history = history
         self._guard = guard
         self._disabled = disabled
         self._report_dir = report_dir  # rank 0 writes the merged report here
         self._writers: list[Any] = []  # export.summary.BufferedSummaryWriter: MindInsight, TensorBoard
         self._run_info: dict[str, Any] = {}
         self._backbone: Any = None
+
+    @property
+    def history(self) -> TrainingHistory:
+        """The run's history as the session reads it (``DoctorSession.history``: the quick steps' signals made),
+        whatever the session did before writing."""
+        return self._history()
 
     @property
     def has_writers(self) -> bool:

@@ -102,7 +102,7 @@ class DoctorSession:
         """(step, loss, epoch) of the steps ``_quick_step`` read, not yet in the history (``history`` adds them)."""
         self.merged_report: Report | None = None
         self._disabled: set[str] = set()
-        self._outputs = RunOutputs(config, self.report, self._history, self._guard, self._disabled, report_dir)
+        self._outputs = RunOutputs(config, self.report, lambda: self.history, self._guard, self._disabled, report_dir)
         self._loss_reader = _loss_reader(config)
         self._lifecycle = Lifecycle(training_rules.CURRENT_RULES)
         self._wanted = selector(config)
